@@ -1,0 +1,1 @@
+"""The ``neurontrace`` command line (installed as ``neurontrace.cli``)."""

@@ -1,0 +1,61 @@
+"""What every reader hands to the assembler: raw rows plus what names and links them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from neurontrace.diagnostics import Diagnostics
+
+#: Progress callback: (bytes done, bytes total or None).
+Progress = Callable[[int, "int | None"], None]
+
+#: Columns a reader fills (besides those in ``schema``, a reader may add ``pid_label``
+#: and ``tid_label``: the original text of a non-numeric pid/tid). The assembler fills
+#: the rest: row, self_ns, parent, depth, track (if absent), flow_ids, framework_row,
+#: link, step, rank.
+FLOWS_SCHEMA = pa.schema(
+    [
+        ("flow_id", pa.string()),  # "<category>:<id>"
+        ("phase", pa.string()),  # "s" start, "t" step, "f" finish
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("ts_ns", pa.int64()),
+        ("enclosing", pa.bool_()),  # bp == "e": bind to the enclosing slice
+    ]
+)
+
+
+@dataclass
+class Events:
+    """A reader's output for one input."""
+
+    table: pa.Table
+    flows: pa.Table | None = None
+    #: Top-level fields of the trace, kept in the Parquet metadata.
+    trace: dict[str, Any] = field(default_factory=dict)
+    #: How times were placed on one clock.
+    clock: dict[str, Any] = field(default_factory=dict)
+    #: (pid, tid) -> readable lane name; pid -> process label.
+    thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
+    process_names: dict[Any, str] = field(default_factory=dict)
+    rank: int | None = None
+    format: str = ""
+
+
+class Reader(Protocol):
+    """One input format."""
+
+    name: str
+    description: str
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """True when ``path`` (its name, or ``head``, its first bytes) is this format."""
+        ...
+
+    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        ...

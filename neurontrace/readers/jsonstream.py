@@ -1,0 +1,325 @@
+"""Stream the elements of one big array inside a JSON document, in chunks.
+
+A Kineto trace is one JSON object whose ``traceEvents`` array holds nearly all of its
+bytes. Parsing the whole document into Python objects costs seconds and gigabytes; this
+module instead cuts the array into chunks of complete elements, which a typed decoder
+(msgspec) turns into structs a chunk at a time, so memory stays bounded by the chunk size.
+
+Cutting is done without a tokenizer: a candidate cut is a ``}`` followed by ``,`` (or
+the closing ``]``). A candidate inside a string or a nested object leaves the chunk
+unbalanced, which the decoder reports as truncated input; the chunk is then extended to
+the next candidate. Lexing is deterministic from a known state, so a chunk that decodes
+is a chunk of whole elements.
+
+Real traces carry quirks that strict JSON decoders refuse (control characters inside
+strings, bare ``N/A``, ``nan``). :func:`repair` rewrites them into valid JSON and reports
+each repair; callers record those as warnings.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Generic, TypeVar
+
+import msgspec
+
+from neurontrace.errors import BadInput
+
+BLOCK = 8 << 20  # bytes read per step
+HEAD_LIMIT = 64 << 20  # how far to look for the array's start
+
+_WS = b" \t\r\n"
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """Open a file for reading, transparently un-gzipping ``.gz`` (detected by magic)."""
+    f = open(path, "rb")  # noqa: SIM115 - returned to caller
+    magic = f.read(2)
+    f.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    return f
+
+
+def read_head(path: Path, n: int = 4096) -> bytes:
+    try:
+        with open_binary(path) as f:
+            return f.read(n)
+    except (OSError, EOFError, zlib.error) as e:
+        raise BadInput(f"{path}: cannot read: {e}") from None
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Decoded(Generic[T]):
+    value: T
+    data: bytes  # the elements' text, comma-separated, as decoded (after any repair)
+    offset: int  # byte offset of ``data`` in the (decompressed) document
+    repairs: Repairs | None
+
+
+class ArrayStream:
+    """Decodes the elements of the array under ``key``, a chunk at a time.
+
+    After iteration, :attr:`outer` holds the document with the array emptied (its other
+    top-level fields), decoded.
+    """
+
+    def __init__(self, path: Path, key: bytes, block: int = BLOCK) -> None:
+        self.path = path
+        self.key = key
+        self.block = block
+        self.outer: dict = {}
+        self.bytes_read = 0
+
+    # -- reading ---------------------------------------------------------------------
+    def _read(self, f: BinaryIO) -> bytes:
+        try:
+            b = f.read(self.block)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise BadInput(
+                f"{self.path}: compressed stream is truncated or corrupt after byte "
+                f"{self.bytes_read} of the decompressed text ({e})"
+            ) from None
+        self.bytes_read += len(b)
+        return b
+
+    def _find_start(self, f: BinaryIO) -> tuple[bytes, bytes, int]:
+        """Return (text before the array, rest of buffer after '[', offset of rest)."""
+        buf = b""
+        pat = re.compile(rb'"' + re.escape(self.key) + rb'"\s*:\s*\[')
+        while True:
+            m = pat.search(buf)
+            if m:
+                return buf[: m.end() - 1], buf[m.end() :], m.end()
+            stripped = buf.lstrip()
+            if stripped[:1] == b"[":  # a bare array of events (Chrome "JSON Array Format")
+                start = len(buf) - len(stripped) + 1
+                return b"", buf[start:], start
+            if stripped and stripped[:1] not in (b"{", b"["):
+                raise BadInput(
+                    f"{self.path}: not a JSON trace: starts with {stripped[:20]!r}"
+                )
+            if len(buf) > HEAD_LIMIT:
+                break
+            more = self._read(f)
+            if not more:
+                break
+            buf += more
+        raise BadInput(
+            f'{self.path}: not a Chrome/Kineto trace: no "{self.key.decode()}" array '
+            f"in the first {min(len(buf), HEAD_LIMIT)} bytes"
+        )
+
+    def decoded(self, decode: Callable[[bytes], T]) -> Iterator[Decoded[T]]:
+        """Decode the array a chunk at a time; ``decode`` gets ``[elements]`` as bytes.
+
+        ``decode`` may raise ``msgspec.ValidationError`` (wrong types): that propagates,
+        with the chunk's text attached as ``err.chunk`` for a lenient retry.
+        """
+        with open_binary(self.path) as f:
+            head, buf, offset = self._find_start(f)
+            eof = False
+            while True:
+                if buf.lstrip(_WS)[:1] == b"]":  # empty array, or closed right here
+                    rest = buf.lstrip(_WS) + (b"" if eof else self._read_all(f))
+                    self._parse_outer(head, rest, offset)
+                    return
+                cut = _next_cut(buf, len(buf), backwards=True)
+                while cut is None and not eof:
+                    more = self._read(f)
+                    if not more:
+                        eof = True
+                        break
+                    buf += more
+                    cut = _next_cut(buf, len(buf), backwards=True)
+                while True:
+                    if cut is None:
+                        raise BadInput(
+                            f"{self.path}: truncated: the {self.key.decode()} array is not "
+                            f"closed (the file ends at byte {offset + len(buf)}, inside the "
+                            f"events after byte {offset})"
+                        )
+                    end, closing = cut
+                    try:
+                        result = self._decode(decode, buf[:end], offset)
+                        break
+                    except _Incomplete:  # cut fell inside a string or nested value
+                        cut = _next_cut(buf, end, backwards=False)
+                        while cut is None and not eof:
+                            more = self._read(f)
+                            if not more:
+                                eof = True
+                                break
+                            buf += more
+                            cut = _next_cut(buf, end, backwards=False)
+                    except _ClosedAt as c:  # the array closed before the cut
+                        cut = (c.pos, True)
+                yield result
+                end, closing = cut
+                rest = buf[end:].lstrip(_WS)
+                if closing:
+                    rest = rest + (b"" if eof else self._read_all(f))
+                    self._parse_outer(head, rest, offset + end)
+                    return
+                if rest[:1] != b",":
+                    raise BadInput(f"{self.path}: expected ',' at byte {offset + end}")
+                rest = rest[1:]
+                offset += len(buf) - len(rest)
+                buf = rest
+                if not eof and len(buf) < self.block:
+                    more = self._read(f)
+                    if more:
+                        buf += more
+                    else:
+                        eof = True
+
+    def _read_all(self, f: BinaryIO) -> bytes:
+        parts = []
+        while more := self._read(f):
+            parts.append(more)
+        return b"".join(parts)
+
+    def _decode(self, decode: Callable[[bytes], T], data: bytes, offset: int) -> Decoded[T]:
+        try:
+            return Decoded(decode(b"[" + data + b"]"), data, offset, None)
+        except msgspec.ValidationError as e:
+            e.chunk = Decoded(None, data, offset, None)  # type: ignore[attr-defined]
+            raise
+        except msgspec.DecodeError as e:
+            self._classify(e, data)
+        fixed, rep = repair(data)
+        try:
+            return Decoded(decode(b"[" + fixed + b"]"), fixed, offset, rep)
+        except msgspec.ValidationError as e:
+            e.chunk = Decoded(None, fixed, offset, rep)  # type: ignore[attr-defined]
+            raise
+        except msgspec.DecodeError as e:
+            at = decode_error_offset(e)
+            where = f"near byte {offset + max(at - 1, 0)}" if at is not None else (
+                f"in the events starting at byte {offset}")
+            raise BadInput(f"{self.path}: invalid JSON {where}: {_reason(e)}") from None
+
+    @staticmethod
+    def _classify(e: msgspec.DecodeError, data: bytes) -> None:
+        if "truncated" in str(e):
+            raise _Incomplete from None
+        at = decode_error_offset(e)
+        if "trailing characters" in str(e) and at is not None:
+            # '[' + elements + ']' closed early: the array's own ']' is inside data.
+            pos = data.rfind(b"]", 0, at)
+            if pos >= 0:
+                raise _ClosedAt(pos) from None
+
+    def _parse_outer(self, head: bytes, tail: bytes, tail_offset: int) -> None:
+        if not tail.startswith(b"]"):
+            raise BadInput(f"{self.path}: expected ']' at byte {tail_offset}")
+        if not head:  # bare array
+            return
+        doc = head + b"[]" + tail[1:]
+        try:
+            outer = msgspec.json.decode(doc)
+        except msgspec.DecodeError:
+            try:
+                outer = msgspec.json.decode(repair(doc)[0])
+            except msgspec.DecodeError as e:
+                raise BadInput(
+                    f"{self.path}: top-level fields outside {self.key.decode()} are not "
+                    f"valid JSON ({e})"
+                ) from None
+        if not isinstance(outer, dict):
+            raise BadInput(f"{self.path}: top level is not a JSON object")
+        outer.pop(self.key.decode(), None)
+        self.outer = outer
+
+
+def _next_cut(buf: bytes, pos: int, backwards: bool) -> tuple[int, bool] | None:
+    """A position just after a '}' that is followed by ',' or ']' (whitespace aside).
+
+    Searches before ``pos`` (the last such) or after it (the first). Returns
+    (position, whether the array closes there), or None.
+    """
+    n = len(buf)
+    while True:
+        i = buf.rfind(b"}", 0, pos) if backwards else buf.find(b"}", pos)
+        if i < 0:
+            return None
+        j = i + 1
+        while j < n and buf[j] in _WS:
+            j += 1
+        if j < n and buf[j] in b",]":
+            return i + 1, buf[j] == 0x5D  # ']'
+        pos = i if backwards else i + 1
+
+
+class _Incomplete(Exception):
+    pass
+
+
+class _ClosedAt(Exception):
+    def __init__(self, pos: int) -> None:
+        self.pos = pos
+
+
+def _reason(e: Exception) -> str:
+    return re.sub(r"\s*\(byte \d+\)", "", str(e))
+
+
+# -- repair ---------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    rb'"(?:[^"\\]|\\.)*"'  # a string (control characters included)
+    rb"|-?[A-Za-z_][A-Za-z0-9_./+-]*"  # a bare word (true, false, null, N/A, nan, ...)
+)
+_CTRL = re.compile(rb"[\x00-\x1f]")
+_LITERALS = {b"true", b"false", b"null"}
+
+
+@dataclass
+class Repairs:
+    control_chars: int = 0
+    bare_words: int = 0
+    first_bare_word: bytes = b""
+    first_offset: int = -1
+
+
+def repair(data: bytes) -> tuple[bytes, Repairs]:
+    """Rewrite JSON-with-quirks into valid JSON, keeping every value.
+
+    Control characters inside strings become ``\\u00XX`` escapes (lossless); bare words
+    that are not JSON literals (``N/A``, ``nan``, ``inf``, ...) become strings holding
+    the same text.
+    """
+    rep = Repairs()
+
+    def fix(m: re.Match[bytes]) -> bytes:
+        tok = m.group(0)
+        if tok[:1] == b'"':
+            if _CTRL.search(tok):
+                rep.control_chars += 1
+                if rep.first_offset < 0:
+                    rep.first_offset = m.start()
+                return _CTRL.sub(lambda c: b"\\u%04x" % c.group(0)[0], tok)
+            return tok
+        if tok in _LITERALS:
+            return tok
+        rep.bare_words += 1
+        if not rep.first_bare_word:
+            rep.first_bare_word = tok
+            if rep.first_offset < 0:
+                rep.first_offset = m.start()
+        return b'"' + tok + b'"'
+
+    return _TOKEN.sub(fix, data), rep
+
+
+def decode_error_offset(err: Exception) -> int | None:
+    m = re.search(r"\(byte (\d+)\)", str(err))
+    return int(m.group(1)) if m else None

@@ -1,0 +1,150 @@
+"""The event table: the one place that names every column, its Arrow type and its meaning.
+
+Every reader produces rows of this schema; every analysis reads it. Other modules refer to
+columns through the constants below, never through string literals, so that a rename is
+one edit here. The README's schema table is generated from ``COLUMNS`` (and a test keeps
+the two in step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+#: Bumped when a column is removed, renamed or changes meaning or type. Adding a column
+#: is not a version change for readers of our files, but it is for our own strict check,
+#: which compares the whole version string.
+SCHEMA_VERSION = "1"
+
+# Parquet key-value metadata keys (bytes, as pyarrow wants them).
+META_SCHEMA_VERSION = b"neurontrace.schema_version"
+META_PRODUCER = b"neurontrace.producer"
+META_SOURCE = b"neurontrace.source"  # JSON: [{"path", "format", "sha256"?}, ...]
+META_TRACE = b"neurontrace.trace"  # JSON: the trace's own top-level fields
+META_WARNINGS = b"neurontrace.warnings"  # JSON: {code: count}
+META_CLOCK = b"neurontrace.clock"  # JSON: how times were placed on one clock
+
+# Layers
+FRAMEWORK = "framework"
+RUNTIME = "runtime"
+DEVICE = "device"
+LAYERS = (FRAMEWORK, RUNTIME, DEVICE)
+
+# Kinds
+SPAN = "span"
+INSTANT = "instant"
+COUNTER = "counter"
+KINDS = (SPAN, INSTANT, COUNTER)
+
+# Column names
+ROW = "row"
+LAYER = "layer"
+CATEGORY = "category"
+NAME = "name"
+KIND = "kind"
+START_NS = "start_ns"
+DUR_NS = "dur_ns"
+SELF_NS = "self_ns"
+PARENT = "parent"
+DEPTH = "depth"
+PID = "pid"
+TID = "tid"
+TRACK = "track"
+DEVICE_COL = "device"
+STREAM = "stream"
+EXTERNAL_ID = "external_id"
+CORRELATION = "correlation"
+FLOW_IDS = "flow_ids"
+FRAMEWORK_ROW = "framework_row"
+LINK = "link"
+BYTES = "bytes"
+STEP = "step"
+RANK = "rank"
+INSTANCE_ID = "instance_id"
+EXECUTION = "execution"
+ARGS = "args"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    nullable: bool
+    doc: str
+
+
+_STR = pa.string()
+_I64 = pa.int64()
+
+COLUMNS: tuple[Column, ...] = (
+    Column(ROW, _I64, False, "Row number in this table, 0-based; what `parent` and "
+           "`framework_row` refer to."),
+    Column(LAYER, _STR, False, "`framework` (aten ops, dispatch, annotations, Python), "
+           "`runtime` (CUDA/Neuron runtime and driver calls) or `device` (kernels, "
+           "NeuronCore work, DMA, copies)."),
+    Column(CATEGORY, _STR, True, "The source's own category (Kineto `cat`, e.g. "
+           "`cpu_op`, `kernel`); null when the source gives none."),
+    Column(NAME, _STR, False, "Event name, e.g. `aten::mul`, `ProfilerStep#3`."),
+    Column(KIND, _STR, False, "`span` (has a duration), `instant` or `counter`."),
+    Column(START_NS, _I64, False, "Start, integer nanoseconds, exact. Epoch-based when "
+           "the trace gives `baseTimeNanoseconds` (or epoch times itself)."),
+    Column(DUR_NS, _I64, False, "Duration in nanoseconds, exact; 0 for instants and "
+           "counters."),
+    Column(SELF_NS, _I64, True, "Span duration minus the spans directly nested in it on "
+           "the same track (`key_averages()`'s self time); null for non-spans."),
+    Column(PARENT, _I64, True, "`row` of the innermost span enclosing this event on the "
+           "same track; null at top level."),
+    Column(DEPTH, _I64, True, "Nesting depth on the track (0 = top level); null for "
+           "non-spans."),
+    Column(PID, _I64, True, "Process id; null when the source uses a non-numeric id "
+           "(kept in `track` and `args`)."),
+    Column(TID, _I64, True, "Thread id (or GPU stream / queue lane); null when "
+           "non-numeric."),
+    Column(TRACK, _STR, False, "Readable lane name, from the source's metadata where "
+           "present: `thread 8371 (python)`, `stream 7`, `nc 0 / tensor`."),
+    Column(DEVICE_COL, _I64, True, "Accelerator index (GPU or NeuronCore) the event ran "
+           "on or targets."),
+    Column(STREAM, _I64, True, "Device stream or queue."),
+    Column(EXTERNAL_ID, _I64, True, "Kineto `External id`: ties a CPU op to the runtime "
+           "calls and device work it launched."),
+    Column(CORRELATION, _I64, True, "Kineto `correlation`: ties a runtime launch to its "
+           "device event."),
+    Column(FLOW_IDS, pa.list_(_STR), True, "Flow arrows this event takes part in, as "
+           "`<category>:<id>` (e.g. `ac2g:42`); events sharing an id are linked."),
+    Column(FRAMEWORK_ROW, _I64, True, "`row` of the framework op that this runtime or "
+           "device event belongs to (its launcher); null where no link was found."),
+    Column(LINK, _STR, True, "How `framework_row` was found: `external_id`, "
+           "`correlation`, `flow`, `nesting` or `time`."),
+    Column(BYTES, _I64, True, "Bytes moved or allocated, where the source says "
+           "(`bytes`, `Bytes`, `size`)."),
+    Column(STEP, _I64, True, "N of the `ProfilerStep#N` span the event starts in."),
+    Column(RANK, _I64, False, "Distributed rank: `distributedInfo.rank`, else from the "
+           "file name (`rank_3`, `rank3`), else 0."),
+    Column(INSTANCE_ID, _STR, True, "Host instance that recorded the event (Neuron run "
+           "folders)."),
+    Column(EXECUTION, _STR, True, "One device execution seen on several physical cores "
+           "(LNC=2) carries the same value on each row."),
+    Column(ARGS, _STR, True, "Everything else the source recorded for the event, as "
+           "JSON text, unchanged (integers wider than 64 bits stay exact)."),
+)
+
+NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+
+SCHEMA = pa.schema(
+    [pa.field(c.name, c.type, nullable=c.nullable) for c in COLUMNS],
+)
+
+
+def empty_table() -> pa.Table:
+    return SCHEMA.empty_table()
+
+
+def markdown_table() -> str:
+    """The schema as the README shows it."""
+    lines = ["| column | type | meaning |", "|---|---|---|"]
+    for c in COLUMNS:
+        t = str(c.type).replace("list<item: string>", "list<string>")
+        null = "" if c.nullable else ", never null"
+        lines.append(f"| `{c.name}` | {t}{null} | {c.doc} |")
+    return "\n".join(lines)

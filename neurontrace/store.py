@@ -1,0 +1,121 @@
+"""Our own Parquet files: written atomically, read back strictly."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from neurontrace import schema as S
+from neurontrace.errors import BadInput, SchemaMismatch
+
+ROW_GROUP = 256 * 1024
+
+
+def metadata(**fields: Any) -> dict[bytes, bytes]:
+    """Key-value metadata for a file of ours (values JSON-encoded)."""
+    from neurontrace import __version__
+
+    meta = {
+        S.META_SCHEMA_VERSION: S.SCHEMA_VERSION.encode(),
+        S.META_PRODUCER: f"neurontrace {__version__}".encode(),
+    }
+    for key, value in fields.items():
+        meta[f"neurontrace.{key}".encode()] = json.dumps(value, default=str).encode()
+    return meta
+
+
+def write_table(table: pa.Table, dst: Path, meta: dict[bytes, bytes]) -> None:
+    """Write ``table`` to ``dst`` through a temporary file renamed into place."""
+    table = table.replace_schema_metadata(meta)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    os.close(fd)
+    try:
+        pq.write_table(
+            table,
+            tmp,
+            compression="zstd",
+            row_group_size=ROW_GROUP,
+            use_dictionary=[S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.TRACK, S.LINK],
+            column_encoding={S.ROW: "DELTA_BINARY_PACKED", S.START_NS: "DELTA_BINARY_PACKED"},
+        )
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.parquet") if not p.name.startswith("."))
+        if not files:
+            raise BadInput(f"{path}: folder holds no .parquet files")
+        return files
+    if not path.exists():
+        raise BadInput(f"{path}: no such file or folder")
+    return [path]
+
+
+def check(path: Path) -> dict[bytes, bytes]:
+    """Refuse a file that is not ours or has another schema version."""
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (pa.ArrowInvalid, OSError) as e:
+        raise BadInput(f"{path}: not a Parquet file ({e})") from None
+    version = meta.get(S.META_SCHEMA_VERSION)
+    if version is None:
+        raise BadInput(f"{path}: not written by neurontrace (no schema version in metadata)")
+    if version.decode() != S.SCHEMA_VERSION:
+        raise SchemaMismatch(
+            f"{path}: written with neurontrace schema version {version.decode()}, this "
+            f"neurontrace reads version {S.SCHEMA_VERSION}; convert the trace again"
+        )
+    return meta
+
+
+def is_ours(path: Path) -> bool:
+    if path.is_dir():
+        return any(path.rglob("*.parquet"))
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def read(path: str | os.PathLike[str]) -> pa.Table:
+    """The event table of a file (or dataset folder) that ``convert`` wrote."""
+    files = _files(Path(path))
+    for f in files:
+        check(f)
+    tables = [pq.read_table(f, schema=S.SCHEMA) for f in files]
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def scan(path: str | os.PathLike[str]) -> pl.LazyFrame:
+    """A lazy Polars scan of a file (or dataset folder) that ``convert`` wrote."""
+    files = _files(Path(path))
+    for f in files:
+        check(f)
+    return pl.scan_parquet([str(f) for f in files], hive_partitioning=False)
+
+
+def file_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``neurontrace.*`` metadata of one file, JSON-decoded."""
+    meta = check(Path(path))
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        key = k.decode()
+        if key.startswith("neurontrace."):
+            try:
+                out[key.removeprefix("neurontrace.")] = json.loads(v)
+            except ValueError:
+                out[key.removeprefix("neurontrace.")] = v.decode()
+    return out

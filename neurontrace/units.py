@@ -1,0 +1,87 @@
+"""Exact conversion of decimal time text to integer nanoseconds.
+
+Kineto writes microseconds as decimals with three places (``5118349990281.582``). A
+binary float holds such a value only approximately, and with an epoch-sized integer part
+no float has the bits to hold it at all; so times are converted from their *text*, never
+through a float. The vectorised path handles the common shapes (``123``, ``-1.5``,
+``123.456``); anything else (exponents, more than three decimals, quoted numbers) goes
+through :class:`decimal.Decimal` one value at a time.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+import polars as pl
+import pyarrow as pa
+
+
+def decimal_text_to_ns(texts: pl.Series, scale: int = 1000) -> tuple[pa.Array, list[int]]:
+    """Parse decimal text (in units of ``1/scale`` ... i.e. µs when scale=1000) to int ns.
+
+    Returns the int64 array (null where the text is empty or not a number) and the
+    indices of values that needed rounding (more decimals than nanoseconds hold).
+    ``scale`` must be a power of ten; 1000 converts microseconds, 1 nanoseconds.
+    """
+    places = len(str(scale)) - 1
+    df = pl.DataFrame({"t": texts}).lazy()
+    t = pl.col("t")
+    body = t.str.strip_prefix("-")
+    parts = body.str.split_exact(".", 1)
+    ip = parts.struct.field("field_0")
+    fp = parts.struct.field("field_1")
+    ip_ok = ip.str.contains(r"^[0-9]+$")
+    fp_ok = fp.is_null() | fp.str.contains(r"^[0-9]+$")
+    fits = fp.is_null() | (fp.str.len_bytes() <= places)
+    if places:
+        frac = pl.when(fp.is_null()).then(pl.lit(0, pl.Int64)).otherwise(
+            fp.str.pad_end(places, "0").str.slice(0, places).cast(pl.Int64, strict=False)
+        )
+    else:
+        frac = pl.lit(0, pl.Int64)
+    mag = ip.cast(pl.Int64, strict=False) * scale + frac
+    ok = ip_ok & fp_ok & fits & (ip.str.len_bytes() <= 18 - places)
+    out = (
+        df.select(
+            ns=pl.when(ok).then(pl.when(t.str.starts_with("-")).then(-mag).otherwise(mag)),
+            slow=(~ok & t.is_not_null() & (t != "")),
+        )
+        .with_row_index("i")
+        .collect()
+    )
+    ns = out["ns"]
+    slow_idx = out.filter(pl.col("slow"))["i"].to_list()
+    rounded: list[int] = []
+    if slow_idx:
+        values = ns.to_list()
+        for i in slow_idx:
+            v, exact = _slow(texts[i], scale)
+            values[i] = v
+            if v is not None and not exact:
+                rounded.append(i)
+        return pa.array(values, pa.int64()), rounded
+    return ns.to_arrow(), rounded
+
+
+_I64_MAX = (1 << 63) - 1
+
+
+def _slow(text: str, scale: int) -> tuple[int | None, bool]:
+    s = text.strip().strip('"').strip()
+    try:
+        d = Decimal(s) * scale
+    except InvalidOperation:
+        return None, True
+    if not d.is_finite():
+        return None, True
+    q = d.to_integral_value(rounding=ROUND_HALF_EVEN)
+    v = int(q)
+    if abs(v) > _I64_MAX:
+        return None, True
+    return v, q == d
+
+
+def us_text_to_ns(text: str) -> int | None:
+    """One value; the reference the vectorised path is tested against."""
+    v, _ = _slow(text, 1000)
+    return v
