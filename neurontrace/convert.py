@@ -17,7 +17,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat
 from neurontrace.readers import detect
 from neurontrace.readers.base import Progress
-from neurontrace.assemble import assemble
+from neurontrace.assemble import Assembled, assemble
 
 PathLike = str | os.PathLike[str]
 
@@ -33,22 +33,38 @@ class Converted:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
 
 
-def load(src: PathLike, fmt: str | None = None, rank: int | None = None,
-         progress: Progress | None = None, diag: Diagnostics | None = None
-         ) -> tuple[pa.Table, dict[bytes, bytes]]:
-    """Read one input into the event table plus the metadata ``convert`` would write."""
-    path = Path(src)
-    diag = diag if diag is not None else Diagnostics()
+def _assemble(path: Path, fmt: str | None, rank: int | None, progress: Progress | None,
+              diag: Diagnostics, workdir: Path | None) -> tuple[Assembled, dict[bytes, bytes]]:
     reader = detect(path, fmt)
     ev = reader.read(path, diag, progress)
-    table = assemble(ev, diag, rank=rank)
+    built = assemble(ev, diag, rank=rank, workdir=workdir)
     meta = store.metadata(
         source=[{"path": str(path), "format": reader.name, "bytes": _size(path)}],
         trace=ev.trace,
         clock=ev.clock,
         warnings=dict(diag.counts),
     )
-    return table, meta
+    return built, meta
+
+
+def load(src: PathLike, fmt: str | None = None, rank: int | None = None,
+         diag: Diagnostics | None = None) -> pa.Table:
+    """Read one trace straight into the event table (in memory; no file written)."""
+    built, meta = _assemble(Path(src), fmt, rank, None, diag or Diagnostics(), None)
+    try:
+        return built.table().replace_schema_metadata(meta)
+    finally:
+        built.close()
+
+
+def _write(path: Path, dst: Path, fmt: str | None, rank: int | None,
+           progress: Progress | None, diag: Diagnostics) -> int:
+    built, meta = _assemble(path, fmt, rank, progress, diag, dst.parent)
+    try:
+        store.write_batches(built.batches(), dst, meta)
+        return built.num_rows
+    finally:
+        built.close()
 
 
 def _size(path: Path) -> int:
@@ -102,10 +118,9 @@ def convert(
     out.inputs = files
     dst = Path(dst)
     if single:
-        table, meta = load(files[0], fmt, rank, progress, out.diagnostics)
-        store.write_table(table, dst, meta)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        out.rows = _write(files[0], dst, fmt, rank, progress, out.diagnostics)
         out.outputs.append(dst)
-        out.rows = table.num_rows
         return out
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))
@@ -113,19 +128,27 @@ def convert(
         names: set[str] = set()
         for f in files:
             diag = Diagnostics()
-            table, meta = load(f, fmt, rank, progress, diag)
-            out.diagnostics.merge(diag)
-            r = table[S.RANK][0].as_py() if table.num_rows else (rank or 0)
             name = _unique(_stem(f), names)
-            target = tmp / f"rank={r}" / f"{name}.parquet"
-            store.write_table(table, target, meta)
+            staged = tmp / f"{name}.parquet"
+            out.rows += _write(f, staged, fmt, rank, progress, diag)
+            out.diagnostics.merge(diag)
+            r = _rank_of(staged)
+            target = tmp / f"rank={r}" / staged.name
+            target.parent.mkdir(exist_ok=True)
+            os.replace(staged, target)
             out.outputs.append(dst / target.relative_to(tmp))
-            out.rows += table.num_rows
         _replace_dir(tmp, dst)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _rank_of(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    col = pq.read_table(path, columns=[S.RANK])[S.RANK]
+    return int(col[0].as_py()) if len(col) else 0
 
 
 def _stem(p: Path) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,25 +32,31 @@ def metadata(**fields: Any) -> dict[bytes, bytes]:
     return meta
 
 
-def write_table(table: pa.Table, dst: Path, meta: dict[bytes, bytes]) -> None:
-    """Write ``table`` to ``dst`` through a temporary file renamed into place."""
-    table = table.replace_schema_metadata(meta)
+def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
+                  meta: dict[bytes, bytes]) -> None:
+    """Write event batches to ``dst`` through a temporary file renamed into place."""
+    schema = S.SCHEMA.with_metadata(meta)
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
     os.close(fd)
     try:
-        pq.write_table(
-            table,
+        with pq.ParquetWriter(
             tmp,
+            schema,
             compression="zstd",
-            row_group_size=ROW_GROUP,
             use_dictionary=[S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.TRACK, S.LINK],
             column_encoding={S.ROW: "DELTA_BINARY_PACKED", S.START_NS: "DELTA_BINARY_PACKED"},
-        )
+        ) as w:
+            for b in batches:
+                w.write_batch(b, row_group_size=ROW_GROUP)
         os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_table(table: pa.Table, dst: Path, meta: dict[bytes, bytes]) -> None:
+    write_batches(table.cast(S.SCHEMA).to_batches(), dst, meta)
 
 
 def _files(path: Path) -> list[Path]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,9 +33,14 @@ FLOWS_SCHEMA = pa.schema(
 
 @dataclass
 class Events:
-    """A reader's output for one input."""
+    """A reader's output for one input.
 
-    table: pa.Table
+    ``batches`` is consumed once, in order; the other fields are complete only after it
+    is exhausted (a trace may name its threads after their events). ``start_ns`` values
+    in the batches and flows are relative to ``clock["base_time_ns"]`` (0 if absent).
+    """
+
+    batches: Iterator[pa.RecordBatch]
     flows: pa.Table | None = None
     #: Top-level fields of the trace, kept in the Parquet metadata.
     trace: dict[str, Any] = field(default_factory=dict)
@@ -59,3 +65,9 @@ class Reader(Protocol):
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         ...
+
+
+def rank_from_name(name: str) -> int | None:
+    """A rank written into a file name (``rank_3``, ``rank-3``, ``rank3``)."""
+    m = re.search(r"rank[_-]?(\d+)", name, re.IGNORECASE)
+    return int(m.group(1)) if m else None

@@ -10,7 +10,7 @@ decoded a second time into typed columns.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress
+from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, rank_from_name
 from neurontrace.readers.jsonstream import ArrayStream, Decoded
 from neurontrace.units import decimal_text_to_ns
 
@@ -77,8 +77,6 @@ _EVENTS = msgspec.json.Decoder(list[Event])
 _LINKS = msgspec.json.Decoder(list[Links])
 _ANY = msgspec.json.Decoder()
 
-_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
-
 
 class KinetoReader:
     name = "kineto"
@@ -90,9 +88,15 @@ class KinetoReader:
         )
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        ev = Events(batches=iter(()), format=self.name)
+        ev.batches = self._batches(path, diag, progress, ev)
+        return ev
+
+    def _batches(
+        self, path: Path, diag: Diagnostics, progress: Progress | None, ev: Events
+    ) -> Iterator[pa.RecordBatch]:
         total = path.stat().st_size
         stream = ArrayStream(path, b"traceEvents")
-        batches: list[pa.RecordBatch] = []
         flows: list[pa.RecordBatch] = []
         meta = _Metadata()
         index = 0  # event number in the file, for messages
@@ -103,45 +107,28 @@ class KinetoReader:
             if events is None:  # wrong types somewhere: lenient path
                 events = _lenient(chunk, path, index, diag)
             batch, flow = _columns(events, index, path, meta, diag)
-            batches.append(batch)
+            n_events = len(events)
+            del chunk, events
             if flow is not None:
                 flows.append(flow)
-            index += len(events)
             if progress is not None:
-                progress(min(chunk.offset + len(chunk.data), total), total)
+                progress(min(stream.bytes_read, total), total)
+            yield batch
+            index += n_events
         trace = stream.outer
         base = trace.get("baseTimeNanoseconds")
-        base_ns = base if isinstance(base, int) else 0
-        table = pa.Table.from_batches(batches, schema=_BATCH_SCHEMA)
-        if base_ns:
-            table = table.set_column(
-                table.schema.get_field_index(S.START_NS),
-                S.START_NS,
-                pa.compute.add(table[S.START_NS], pa.scalar(base_ns, pa.int64())),
-            )
-        flow_table = pa.Table.from_batches(flows, schema=FLOWS_SCHEMA)
-        if base_ns and flow_table.num_rows:
-            flow_table = flow_table.set_column(
-                flow_table.schema.get_field_index("ts_ns"),
-                "ts_ns",
-                pa.compute.add(flow_table["ts_ns"], pa.scalar(base_ns, pa.int64())),
-            )
-        rank = _rank(trace, path)
-        return Events(
-            table=table,
-            flows=flow_table,
-            trace=trace,
-            clock={
-                "method": "kineto",
-                "base_time_ns": base_ns,
-                "note": "ts (microseconds, 3 decimals) converted exactly from text"
-                + ("; offset by baseTimeNanoseconds (epoch)" if base_ns else ""),
-            },
-            thread_names=meta.thread_names,
-            process_names=meta.process_names,
-            rank=rank,
-            format=self.name,
-        )
+        base_ns = base if isinstance(base, int) and not isinstance(base, bool) else 0
+        ev.flows = pa.Table.from_batches(flows, schema=FLOWS_SCHEMA)
+        ev.trace = trace
+        ev.clock = {
+            "method": "kineto",
+            "base_time_ns": base_ns,
+            "note": "ts (microseconds, 3 decimals) converted exactly from text"
+            + ("; offset by baseTimeNanoseconds (epoch)" if base_ns else ""),
+        }
+        ev.thread_names = meta.thread_names
+        ev.process_names = meta.process_names
+        ev.rank = _rank(trace, path)
 
 
 def _decode_events(data: bytes) -> list[Event]:
@@ -152,8 +139,7 @@ def _rank(trace: dict[str, Any], path: Path) -> int | None:
     info = trace.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return int(info["rank"])
-    m = _RANK_IN_NAME.search(path.name)
-    return int(m.group(1)) if m else None
+    return rank_from_name(path.name)
 
 
 def _record_repairs(chunk: Decoded[Any], path: Path, diag: Diagnostics) -> None:
@@ -280,9 +266,10 @@ class _Metadata:
         elif ev.name == "process_name" and isinstance(args.get("name"), str):
             self.process_names.setdefault(ev.pid, args["name"].strip())
         elif ev.name == "process_labels" and isinstance(args.get("labels"), str):
-            self.process_labels[ev.pid] = args["labels"].strip()
-            # A device's label ("GPU 0") names its lanes better than the process name.
-            self.process_names[ev.pid] = args["labels"].strip()
+            label = args["labels"].strip()
+            self.process_labels[ev.pid] = label
+            if label != "CPU":  # a device's label ("GPU 0") names its lanes best
+                self.process_names[ev.pid] = label
 
 
 def _columns(
