@@ -32,7 +32,7 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: Path, fmt: str | 
     folder partitioned by rank (OUT/rank=N/NAME.parquet). The output appears only when
     complete; inputs are never modified.
     """
-    verbose = ctx.obj.get("verbose", 0)
+    verbose = (ctx.obj or {}).get("verbose", 0)
     bar = Bar("converting", progress)
     try:
         result = neurontrace.convert(list(inputs) if len(inputs) > 1 else inputs[0], out,

@@ -1,11 +1,13 @@
 """Entry point and the one error boundary: library errors become one line and an exit code.
 
 Exit codes: 0 success, 2 bad input (the user's file or arguments), 1 a bug in neurontrace
-(shown with a traceback only under ``-v``).
+(shown with a traceback only under ``-v``). Commands are imported when invoked, so that
+``neurontrace capture`` does not pay for the analysis stack and ``--help`` is instant.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 from typing import Any
@@ -13,9 +15,27 @@ from typing import Any
 import click
 
 from neurontrace import __version__
+from neurontrace.cli.options import verbose_option
 from neurontrace.errors import NeurontraceError
 
+#: command name -> module under neurontrace.cli defining a click command of that name.
+COMMANDS: dict[str, str] = {
+    "convert": "convert",
+}
+
+
 class Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"neurontrace.cli.{COMMANDS[name]}")
+        cmd = getattr(module, name.replace("-", "_"))
+        assert isinstance(cmd, click.Command)
+        return cmd
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -30,8 +50,7 @@ class Group(click.Group):
         except BrokenPipeError:
             ctx.exit(0)
         except Exception as e:  # a bug: say so, in one line unless -v
-            verbose = (ctx.obj or {}).get("verbose", 0)
-            if verbose:
+            if (ctx.obj or {}).get("verbose", 0):
                 traceback.print_exc()
             click.echo(
                 f"neurontrace: internal error ({type(e).__name__}: {e}); this is a bug, "
@@ -40,21 +59,17 @@ class Group(click.Group):
             )
             ctx.exit(1)
 
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", count=True, help="Show warnings (and tracebacks of bugs).")
+@verbose_option
 @click.version_option(__version__, prog_name="neurontrace")
-@click.pass_context
-def cli(ctx: click.Context, verbose: int) -> None:
+def cli() -> None:
     """Profiler traces of PyTorch runs (Trainium, CUDA, CPU) as one Parquet event table."""
-    ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
+
 
 def main() -> None:
     cli(prog_name="neurontrace")
 
-from neurontrace.cli.convert import convert  # noqa: E402
-
-cli.add_command(convert)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -32,8 +32,11 @@ _I64 = pl.Int64
 _NARROW = (
     S.LAYER, S.CATEGORY, S.KIND, S.START_NS, S.DUR_NS, S.PID, S.TID,
     "pid_label", "tid_label", S.EXTERNAL_ID, S.CORRELATION,
+    # Readers that know these better than the assembler supply them (Neuron Explorer
+    # gives tracks and flow ids per row); they stay in memory for the derivations.
+    S.TRACK, S.FLOW_IDS,
 )
-_CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, "pid_label", "tid_label")
+_CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, "pid_label", "tid_label", S.TRACK)
 
 
 class Assembled:
@@ -137,7 +140,8 @@ def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -
     df = df.hstack(_aligned(rows, _lanes(df, ev)))
     df = df.hstack(_aligned(rows, _nesting(df, diag)))
     df = df.hstack(_aligned(rows, _steps(df, ev)))
-    df = df.hstack(_aligned(rows, _flows(df, ev, diag)))
+    if S.FLOW_IDS not in df.columns:
+        df = df.hstack(_aligned(rows, _flows(df, ev, diag)))
     df = df.hstack(_aligned(rows, _framework_rows(df)))
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
     return df.with_columns(pl.lit(r, _I64).alias(S.RANK))
@@ -151,6 +155,8 @@ def _aligned(rows: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
 def _lanes(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
     """A lane id per (pid, tid) and its readable name."""
     keys = [S.PID, S.TID, "pid_label", "tid_label"]
+    if S.TRACK in df.columns:
+        keys.append(S.TRACK)
     lanes = df.select(keys).unique(maintain_order=True).with_row_index("lane")
     narrow = df.select(S.ROW, *keys)
     if S.TRACK in df.columns:

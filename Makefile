@@ -1,0 +1,31 @@
+# The two set-up commands of the README: `make demo` (the main job) and `make test`.
+# Both create .venv on first use and install what they need into it.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch is pinned for tests (see DEVELOPERS.md); /opt/wheels holds its CPU wheel where present.
+PIP_LOCAL := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+
+.PHONY: test demo lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(PIP_LOCAL) "torch==2.13.0" -e ".[test]"
+	touch $@
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check neurontrace cli tests bench
+	$(PY) -m mypy neurontrace cli
+
+test: lint
+	NEURONTRACE_CORPUS=$${NEURONTRACE_CORPUS:-$(abspath ../shared/corpus/kineto)} \
+	  $(PY) -m pytest
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/neurontrace capture --out runs/demo
+
+bench: $(VENV)/.installed
+	$(PY) bench/convert.py
+
+clean:
+	rm -rf $(VENV) runs
