@@ -187,7 +187,7 @@ def _track_name(pid: Any, tid: Any, pid_label: Any, tid_label: Any, layer: str, 
     if thread:
         return thread
     if isinstance(p, str) or isinstance(t, str):
-        return f"{p} / {t}"
+        return f"{p or '(empty)'} / {t or '(empty)'}"
     return f"thread {t}"
 
 

@@ -50,7 +50,9 @@ def _assemble(path: Path, fmt: str | None, rank: int | None, progress: Progress 
 def load(src: PathLike, fmt: str | None = None, rank: int | None = None,
          diag: Diagnostics | None = None) -> pa.Table:
     """Read one trace straight into the event table (in memory; no file written)."""
-    built, meta = _assemble(Path(src), fmt, rank, None, diag or Diagnostics(), None)
+    built, meta = _assemble(
+        Path(src), fmt, rank, None, diag if diag is not None else Diagnostics(), None
+    )
     try:
         return built.table().replace_schema_metadata(meta)
     finally:
