@@ -142,7 +142,7 @@ def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -
     df = df.hstack(_aligned(rows, _steps(df, ev)))
     if S.FLOW_IDS not in df.columns:
         df = df.hstack(_aligned(rows, _flows(df, ev, diag)))
-    df = df.hstack(_aligned(rows, _framework_rows(df)))
+    df = df.hstack(_aligned(rows, _framework_rows(df, diag)))
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
     return df.with_columns(pl.lit(r, _I64).alias(S.RANK))
 
@@ -272,45 +272,59 @@ def _flows(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
     return bound.group_by(S.ROW).agg(pl.col("flow_id").unique().sort().alias(S.FLOW_IDS))
 
 
-def _framework_rows(df: pl.DataFrame) -> pl.DataFrame:
-    """``framework_row`` and ``link`` for runtime and device rows.
+def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
+    """``framework_row`` and ``link`` for runtime and device rows, first match wins:
 
-    1. ``external_id``: the framework op carrying the same Kineto ``External id``;
-    2. ``correlation``: the runtime call with the same ``correlation`` that has a link;
-    3. ``flow``: a row sharing a flow arrow with a linked row;
-    4. ``nesting``: for runtime calls, the innermost framework op enclosing them on the
-       same thread.
+    1. ``external_id``: the framework op carrying the same Kineto ``External id`` (only
+       when the trace uses it as a link: see :func:`_external_id_links`);
+    2. ``nesting``: for runtime calls, the innermost framework op enclosing them on the
+       same thread;
+    3. ``correlation``: the runtime call with the same ``correlation``, through its link;
+    4. ``flow``: a framework row, or a row linked by 1-3, sharing a flow arrow.
+
+    Framework rows themselves have no ``framework_row``.
     """
-    df = df.select(S.ROW, S.LAYER, S.CATEGORY, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS, S.PARENT)
-    fw = df.filter(pl.col(S.LAYER) == S.FRAMEWORK)
+    df = df.select(
+        S.ROW, S.LAYER, S.CATEGORY, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS, S.PARENT
+    )
     not_fw = pl.col(S.LAYER) != S.FRAMEWORK
-    by_ext = (
-        fw.filter(pl.col(S.EXTERNAL_ID).is_not_null())
-        .sort(pl.col(S.CATEGORY) != "cpu_op")  # prefer ops over annotations
-        .group_by(S.EXTERNAL_ID)
-        .agg(pl.col(S.ROW).first().alias("_ext_row"))
+    nested = _nearest_framework_ancestor(df)
+    df = df.join(nested, on=S.ROW, how="left")
+    if _external_id_links(df, diag):
+        by_ext = (
+            df.filter((pl.col(S.LAYER) == S.FRAMEWORK) & pl.col(S.EXTERNAL_ID).is_not_null())
+            .sort(pl.col(S.CATEGORY) != "cpu_op")  # prefer ops over annotations
+            .group_by(S.EXTERNAL_ID)
+            .agg(pl.col(S.ROW).first().alias("_ext_row"))
+        )
+        df = df.join(by_ext, on=S.EXTERNAL_ID, how="left")
+    else:
+        df = df.with_columns(pl.lit(None, _I64).alias("_ext_row"))
+    df = df.with_columns(
+        pl.when(not_fw).then("_ext_row").alias("_ext_row"),
+        pl.when(pl.col(S.LAYER) == S.RUNTIME).then("_nest_row").alias("_nest_row"),
     )
-    df = df.join(by_ext, on=S.EXTERNAL_ID, how="left").with_columns(
-        pl.when(not_fw).then(pl.col("_ext_row")).alias("_ext_row")
-    )
+    first = pl.coalesce("_ext_row", "_nest_row")
     by_corr = (
-        df.filter(not_fw & pl.col(S.CORRELATION).is_not_null() & pl.col("_ext_row").is_not_null())
+        df.filter((pl.col(S.LAYER) == S.RUNTIME) & pl.col(S.CORRELATION).is_not_null()
+                  & first.is_not_null())
         .group_by(S.CORRELATION)
-        .agg(pl.col("_ext_row").first().alias("_corr_row"))
+        .agg(first.first().alias("_corr_row"))
     )
     df = df.join(by_corr, on=S.CORRELATION, how="left").with_columns(
-        pl.when(not_fw).then(pl.col("_corr_row")).alias("_corr_row")
+        pl.when(not_fw).then("_corr_row").alias("_corr_row")
     )
-    linked = pl.coalesce("_ext_row", "_corr_row")
+    known = pl.coalesce("_ext_row", "_nest_row", "_corr_row")
+    source = pl.when(not_fw).then(known).otherwise(pl.col(S.ROW))
     flow_src = (
-        df.filter(linked.is_not_null() & pl.col(S.FLOW_IDS).is_not_null())
-        .select(linked.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid"))
+        df.filter(source.is_not_null() & pl.col(S.FLOW_IDS).is_not_null())
+        .select(source.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid"))
         .explode("_fid")
         .group_by("_fid")
         .agg(pl.col("_flow_row").first())
     )
     via_flow = (
-        df.filter(not_fw & linked.is_null() & pl.col(S.FLOW_IDS).is_not_null())
+        df.filter(not_fw & known.is_null() & pl.col(S.FLOW_IDS).is_not_null())
         .select(S.ROW, pl.col(S.FLOW_IDS).alias("_fid"))
         .explode("_fid")
         .join(flow_src, on="_fid")
@@ -318,35 +332,68 @@ def _framework_rows(df: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("_flow_row").first())
     )
     df = df.join(via_flow, on=S.ROW, how="left")
-    # Nesting: walk up the parent chain (a few levels) to the first framework row.
-    layer_of = df.select(pl.col(S.ROW).alias("_p"), pl.col(S.LAYER).alias("_pl"),
-                         pl.col(S.PARENT).alias("_pp"))
-    cur = df.select(S.ROW, pl.col(S.PARENT).alias("_p")).filter(
-        pl.col("_p").is_not_null()
-    )
-    found = []
-    for _ in range(8):
-        if cur.height == 0:
-            break
-        step = cur.join(layer_of, on="_p", how="left")
-        found.append(step.filter(pl.col("_pl") == S.FRAMEWORK).select(S.ROW, _nest_row="_p"))
-        cur = step.filter((pl.col("_pl") != S.FRAMEWORK) & pl.col("_pp").is_not_null()).select(
-            S.ROW, _p="_pp"
-        )
-    nest_rows = pl.concat(found) if found else pl.DataFrame(
-        schema={S.ROW: _I64, "_nest_row": _I64}
-    )
-    df = df.join(nest_rows, on=S.ROW, how="left").with_columns(
-        pl.when(not_fw).then(pl.col("_nest_row")).alias("_nest_row")
-    )
     link = (
         pl.when(pl.col("_ext_row").is_not_null()).then(pl.lit("external_id"))
+        .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
         .when(pl.col("_corr_row").is_not_null()).then(pl.lit("correlation"))
         .when(pl.col("_flow_row").is_not_null()).then(pl.lit("flow"))
-        .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
     )
-    return df.select(
+    out = df.select(
         S.ROW,
-        pl.coalesce("_ext_row", "_corr_row", "_flow_row", "_nest_row").alias(S.FRAMEWORK_ROW),
+        pl.coalesce("_ext_row", "_nest_row", "_corr_row", "_flow_row").alias(S.FRAMEWORK_ROW),
         link.alias(S.LINK),
+        not_fw.alias("_not_fw"),
     )
+    unlinked = out.filter(pl.col("_not_fw") & pl.col(S.FRAMEWORK_ROW).is_null()).height
+    if unlinked:
+        diag.warn(
+            "unlinked",
+            f"{unlinked} runtime/device row(s) have no framework op (no External id, "
+            "correlation, flow or enclosing op links them)",
+            unlinked,
+        )
+    return out.drop("_not_fw")
+
+
+def _nearest_framework_ancestor(df: pl.DataFrame) -> pl.DataFrame:
+    """``_nest_row``: the nearest framework row up the ``parent`` chain (same track)."""
+    up = df.select(pl.col(S.ROW).alias("_p"), pl.col(S.LAYER).alias("_pl"),
+                   pl.col(S.PARENT).alias("_pp"))
+    cur = df.filter(pl.col(S.PARENT).is_not_null()).select(S.ROW, _p=S.PARENT)
+    found = []
+    while cur.height:
+        step = cur.join(up, on="_p", how="left")
+        found.append(step.filter(pl.col("_pl") == S.FRAMEWORK).select(S.ROW, _nest_row="_p"))
+        cur = step.filter(
+            (pl.col("_pl") != S.FRAMEWORK) & pl.col("_pp").is_not_null()
+        ).select(S.ROW, _p="_pp")
+    if not found:
+        return pl.DataFrame(schema={S.ROW: _I64, "_nest_row": _I64})
+    return pl.concat(found)
+
+
+def _external_id_links(df: pl.DataFrame, diag: Diagnostics) -> bool:
+    """Does this trace use ``External id`` to tie runtime calls to their framework op?
+
+    Current Kineto gives a runtime call the External id of the op enclosing it; some
+    older traces number runtime calls and kernels by their correlation instead, where a
+    match with an op's External id is a coincidence. Decided from the runtime calls that
+    sit inside an op: most must carry that op's External id.
+    """
+    fw_ext = df.select(pl.col(S.ROW).alias("_nest_row"), pl.col(S.EXTERNAL_ID).alias("_op_ext"))
+    rt = df.filter(
+        (pl.col(S.LAYER) == S.RUNTIME)
+        & pl.col(S.EXTERNAL_ID).is_not_null()
+        & pl.col("_nest_row").is_not_null()
+    ).join(fw_ext, on="_nest_row", how="left")
+    if rt.height == 0:
+        return True
+    agree = rt.select((pl.col(S.EXTERNAL_ID) == pl.col("_op_ext")).mean()).item()
+    if agree is not None and agree < 0.5:
+        diag.warn(
+            "external_id_not_a_link",
+            f"only {agree:.0%} of runtime calls carry the External id of their enclosing "
+            "op; linked by nesting and correlation instead",
+        )
+        return False
+    return True

@@ -41,6 +41,9 @@ LAYER_OF_CATEGORY: dict[str, str] = {
 }
 _RUNTIME_PREFIXES = ("privateuse1_", "cuda_", "hip_", "xpu_", "mtia_")
 
+_HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
+                b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
+
 KIND_OF_PHASE = {"X": S.SPAN, "i": S.INSTANT, "I": S.INSTANT, "C": S.COUNTER}
 FLOW_PHASES = {"s", "t", "f"}
 
@@ -83,9 +86,11 @@ class KinetoReader:
     description = "PyTorch profiler trace (Kineto Chrome-trace JSON, .json or .json.gz)"
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        return b'"traceEvents"' in head or (
-            path.name.endswith((".json", ".json.gz")) and head.lstrip()[:1] == b"["
-        )
+        start = head.lstrip()[:1]
+        if start == b"{":
+            # traceEvents may come after a long header (distributedInfo lists every rank)
+            return any(k in head for k in _HEADER_KEYS)
+        return start == b"[" and path.name.endswith((".json", ".json.gz")) and b'"ph"' in head
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         ev = Events(batches=iter(()), format=self.name)
