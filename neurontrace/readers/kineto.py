@@ -451,14 +451,16 @@ def _args(
             "replaced with U+FFFD",
             max(bad, 1),
         )
-    parts = text.split("\x00") if present else []
+    parts = pl.Series(text.split("\x00") if present else [], dtype=pl.String)
+    if len(parts) and parts[0][:2] == "{\n":
+        # Kineto pretty-prints args as "{\n      ...\n    }": drop that outer layout
+        # (it lies outside any string, so the JSON value is unchanged).
+        parts = parts.str.replace(r"^\{\s+", "{").str.replace(r"\s+\}$", "}")
     if len(present) == n:
-        args = pa.array(parts, pa.string())
+        args = parts.to_arrow().cast(pa.string())
     else:
-        full: list[str | None] = [None] * n
-        for i, p in zip(present, parts):
-            full[i] = p
-        args = pa.array(full, pa.string())
+        full = pl.Series([None] * n, dtype=pl.String).scatter(present, parts)
+        args = full.to_arrow().cast(pa.string())
     links = _links(raws, present, path, diag)
     return args, links
 
