@@ -8,14 +8,13 @@ Exit codes: 0 success, 2 bad input (the user's file or arguments), 1 a bug in ne
 from __future__ import annotations
 
 import importlib
-import sys
 import traceback
 from typing import Any
 
 import click
+from neurontrace.cli.options import verbose_option
 
 from neurontrace import __version__
-from neurontrace.cli.options import verbose_option
 from neurontrace.errors import NeurontraceError
 
 #: command name -> module under neurontrace.cli defining a click command of that name.
@@ -72,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

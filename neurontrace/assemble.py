@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
+import pyarrow.ipc
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
@@ -42,33 +42,35 @@ _CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, "pid_label", "tid_label", S.TRACK)
 class Assembled:
     """A trace's rows, ready to stream out in schema order (see :meth:`batches`)."""
 
-    def __init__(self, narrow: pl.DataFrame, spill: Path, wide: list[str], ev: Events) -> None:
+    def __init__(self, narrow: pl.DataFrame, spill: Path, ev: Events) -> None:
         self.narrow = narrow
         self.spill = spill
-        self.wide = wide
         self.events = ev
         self.num_rows = narrow.height
 
-    def batches(self, size: int = 128 * 1024) -> Iterator[pa.RecordBatch]:
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """Rows in schema order: the reader's columns from the spill, the rest derived."""
         base = int(self.events.clock.get("base_time_ns") or 0)
-        pf = pq.ParquetFile(self.spill)
         offset = 0
-        for wide in pf.iter_batches(batch_size=size):
-            n = wide.num_rows
-            part = self.narrow.slice(offset, n)
-            offset += n
-            cols = []
-            for c in S.COLUMNS:
-                if c.name in self.wide:
-                    arr = wide.column(c.name)
-                elif c.name in part.columns:
-                    arr = part.get_column(c.name).to_arrow()
-                    if c.name == S.START_NS and base:
-                        arr = pc.add(arr, pa.scalar(base, pa.int64()))
-                else:
-                    arr = pa.nulls(n, c.type)
-                cols.append(arr.cast(c.type) if arr.type != c.type else arr)
-            yield pa.RecordBatch.from_arrays(cols, schema=S.SCHEMA)
+        with pa.OSFile(str(self.spill), "rb") as f:
+            reader = pa.ipc.open_stream(f)
+            for raw in reader:
+                n = raw.num_rows
+                part = self.narrow.slice(offset, n)
+                offset += n
+                names = raw.schema.names
+                cols = []
+                for c in S.COLUMNS:
+                    if c.name in names:
+                        arr = raw.column(c.name)
+                        if c.name == S.START_NS and base:
+                            arr = pc.add(arr, pa.scalar(base, pa.int64()))
+                    elif c.name in part.columns:
+                        arr = part.get_column(c.name).to_arrow()
+                    else:
+                        arr = pa.nulls(n, c.type)
+                    cols.append(arr.cast(c.type) if arr.type != c.type else arr)
+                yield pa.RecordBatch.from_arrays(cols, schema=S.SCHEMA)
 
     def table(self) -> pa.Table:
         return pa.Table.from_batches(list(self.batches()), schema=S.SCHEMA)
@@ -81,34 +83,31 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
              workdir: Path | None = None) -> Assembled:
     """Consume the reader's batches and derive the columns that relate rows.
 
-    Derivations run on the narrow in-memory frame; each step computes a few columns on
-    a slice of it and they are joined back by row number.
+    The reader's batches go to a temporary Arrow IPC file as they arrive; only the
+    narrow columns the derivations need stay in memory. Each derivation computes a few
+    columns on a slice of the narrow frame; they are joined back by row number.
     """
-    fd, name = tempfile.mkstemp(prefix=".neurontrace-", suffix=".spill.parquet", dir=workdir)
+    fd, name = tempfile.mkstemp(prefix=".neurontrace-", suffix=".spill.arrow", dir=workdir)
     os.close(fd)
     spill = Path(name)
     try:
-        narrow, wide = _spill(ev, spill)
+        narrow = _spill(ev, spill)
         df = _derive(narrow, ev, diag, rank)
     except BaseException:
         spill.unlink(missing_ok=True)
         raise
-    return Assembled(df, spill, wide, ev)
+    return Assembled(df, spill, ev)
 
 
-def _spill(ev: Events, spill: Path) -> tuple[pl.DataFrame, list[str]]:
+def _spill(ev: Events, spill: Path) -> pl.DataFrame:
     parts: list[pl.DataFrame] = []
-    writer: pq.ParquetWriter | None = None
-    wide: list[str] = []
+    sink = pa.OSFile(str(spill), "wb")
+    writer: pa.ipc.RecordBatchStreamWriter | None = None
     try:
         for batch in ev.batches:
             if writer is None:
-                wide = [c for c in batch.schema.names if c not in _NARROW]
-                writer = pq.ParquetWriter(spill, batch.schema.select(wide).remove_metadata()
-                                          if hasattr(batch.schema, "select")
-                                          else pa.schema([batch.schema.field(c) for c in wide]),
-                                          compression="none")
-            writer.write_batch(batch.select(wide))
+                writer = pa.ipc.new_stream(sink, batch.schema)
+            writer.write_batch(batch)
             part = pl.from_arrow(batch.select([c for c in _NARROW if c in batch.schema.names]))
             assert isinstance(part, pl.DataFrame)
             names = pl.Series(batch.column(S.NAME))
@@ -116,12 +115,11 @@ def _spill(ev: Events, spill: Path) -> tuple[pl.DataFrame, list[str]]:
                 *(pl.col(c).cast(pl.Categorical) for c in _CATEGORICAL if c in part.columns),
                 _step_no=names.str.extract(_STEP_NAME, 1).cast(_I64),
             ))
+        if writer is None:  # no rows at all
+            writer = pa.ipc.new_stream(sink, pa.schema([(S.NAME, pa.string())]))
+        writer.close()
     finally:
-        if writer is not None:
-            writer.close()
-    if writer is None:  # no rows at all
-        pq.write_table(pa.table({S.NAME: pa.array([], pa.string())}), spill)
-        wide = [S.NAME]
+        sink.close()
     narrow = pl.concat(parts, rechunk=True) if parts else pl.DataFrame(
         schema={S.START_NS: pl.Int64, S.DUR_NS: pl.Int64, "_step_no": pl.Int64}
     )
@@ -131,7 +129,7 @@ def _spill(ev: Events, spill: Path) -> tuple[pl.DataFrame, list[str]]:
                  (S.EXTERNAL_ID, pl.Int64), (S.CORRELATION, pl.Int64)):
         if c not in narrow.columns:
             narrow = narrow.with_columns(pl.lit(None, t).alias(c))
-    return narrow, wide
+    return narrow
 
 
 def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -> pl.DataFrame:

@@ -47,8 +47,18 @@ def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
             use_dictionary=[S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.TRACK, S.LINK],
             column_encoding={S.ROW: "DELTA_BINARY_PACKED", S.START_NS: "DELTA_BINARY_PACKED"},
         ) as w:
-            for b in batches:
-                w.write_batch(b, row_group_size=ROW_GROUP)
+            pending: list[pa.RecordBatch] = []
+            rows = 0
+            for b in batches:  # gather small batches into row groups of ROW_GROUP rows
+                pending.append(b)
+                rows += b.num_rows
+                if rows >= ROW_GROUP:
+                    w.write_table(pa.Table.from_batches(pending, schema=schema),
+                                  row_group_size=ROW_GROUP)
+                    pending, rows = [], 0
+            if pending:
+                w.write_table(pa.Table.from_batches(pending, schema=schema),
+                              row_group_size=ROW_GROUP)
         os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

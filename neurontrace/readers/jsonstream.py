@@ -21,7 +21,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
@@ -78,6 +78,8 @@ class ArrayStream:
         self.block = block
         self.outer: dict = {}
         self.bytes_read = 0
+        self.head = b""
+        self.rest_offset = 0
 
     # -- reading ---------------------------------------------------------------------
     def _read(self, f: BinaryIO) -> bytes:
@@ -118,15 +120,28 @@ class ArrayStream:
             f"in the first {min(len(buf), HEAD_LIMIT)} bytes"
         )
 
-    def decoded(self, decode: Callable[[bytes], T]) -> Iterator[Decoded[T]]:
+    def decoded(self, decode: Callable[[bytes], T], start: int | None = None
+                ) -> Iterator[Decoded[T]]:
         """Decode the array a chunk at a time; ``decode`` gets ``[elements]`` as bytes.
 
         When ``decode`` raises ``msgspec.ValidationError`` (a field of an unexpected
         type), the chunk comes back with ``value`` None and its (valid JSON) text, for
-        the caller's lenient path.
+        the caller's lenient path. ``start`` resumes at that offset of the document,
+        which must be the start of an element (after :meth:`slices` found the array).
         """
         with open_binary(self.path) as f:
-            head, buf, offset = self._find_start(f)
+            if start is None:
+                head, buf, offset = self._find_start(f)
+            else:
+                head, offset = self.head, start
+                skipped = 0
+                while skipped < start:
+                    got = len(f.read(min(self.block, start - skipped)))
+                    if not got:
+                        raise BadInput(f"{self.path}: file changed while being read")
+                    skipped += got
+                self.bytes_read = start
+                buf = self._read(f)
             eof = False
             while True:
                 if buf.lstrip(_WS)[:1] == b"]":  # empty array, or closed right here
@@ -159,7 +174,7 @@ class ArrayStream:
                     try:
                         result = self._decode(decode, buf[:end], offset)
                         break
-                    except _Incomplete:  # cut fell inside a string or nested value
+                    except Incomplete:  # cut fell inside a string or nested value
                         cut = _next_cut(buf, end, backwards=False)
                         while cut is None and not eof:
                             more = self._read(f)
@@ -168,7 +183,7 @@ class ArrayStream:
                                 break
                             buf += more
                             cut = _next_cut(buf, end, backwards=False)
-                    except _ClosedAt as c:  # the array closed before the cut
+                    except ClosedAt as c:  # the array closed before the cut
                         cut = (c.pos, True)
                 yield result
                 end, closing = cut
@@ -196,33 +211,31 @@ class ArrayStream:
         return b"".join(parts)
 
     def _decode(self, decode: Callable[[bytes], T], data: bytes, offset: int) -> Decoded[T]:
-        try:
-            return Decoded(decode(b"[" + data + b"]"), data, offset, None)
-        except msgspec.ValidationError:
-            return Decoded(None, data, offset, None)
-        except msgspec.DecodeError as e:
-            self._classify(e, data)
-        fixed, rep = repair(data)
-        try:
-            return Decoded(decode(b"[" + fixed + b"]"), fixed, offset, rep)
-        except msgspec.ValidationError:
-            return Decoded(None, fixed, offset, rep)
-        except msgspec.DecodeError as e:
-            at = decode_error_offset(e)
-            where = f"near byte {offset + max(at - 1, 0)}" if at is not None else (
-                f"in the events starting at byte {offset}")
-            raise BadInput(f"{self.path}: invalid JSON {where}: {_reason(e)}") from None
+        return decode_chunk(self.path, decode, data, offset)
 
-    @staticmethod
-    def _classify(e: msgspec.DecodeError, data: bytes) -> None:
-        if "truncated" in str(e):
-            raise _Incomplete from None
-        at = decode_error_offset(e)
-        if "trailing characters" in str(e) and at is not None:
-            # '[' + elements + ']' closed early: the array's own ']' is inside data.
-            pos = data.rfind(b"]", 0, at)
-            if pos >= 0:
-                raise _ClosedAt(pos) from None
+    def slices(self) -> Generator[tuple[bytes, int], None, None]:
+        """Contiguous slices of the array's text, each ending just after the ',' that
+        follows a '}', about ``block`` bytes each, for decoding elsewhere (in parallel).
+
+        A slice is only a *candidate*: the ',' may lie inside a string. Decoding proves
+        it (see :func:`decode_chunk`). Stops before the last part of the array, whose
+        offset is left in :attr:`rest_offset` for :meth:`decoded` to finish.
+        """
+        with open_binary(self.path) as f:
+            self.head, buf, offset = self._find_start(f)
+            while True:
+                more = self._read(f)
+                if not more:
+                    break
+                buf += more
+                cut = _next_cut(buf, len(buf), backwards=True)
+                if cut is None or cut[1]:
+                    continue
+                comma = buf.index(b",", cut[0]) + 1
+                yield buf[:comma], offset
+                offset += comma
+                buf = buf[comma:]
+            self.rest_offset = offset
 
     def _parse_outer(self, head: bytes, tail: bytes, tail_offset: int) -> None:
         if not tail.startswith(b"]"):
@@ -246,6 +259,48 @@ class ArrayStream:
         self.outer = outer
 
 
+def decode_chunk(path: Path, decode: Callable[[bytes], T], data: bytes, offset: int
+                 ) -> Decoded[T]:
+    """Decode ``data`` (elements separated by commas) as ``[data]``, repairing quirks.
+
+    Raises :class:`Incomplete` when ``data`` does not end at an element boundary (a cut
+    inside a string or nested value), :class:`ClosedAt` when the array ends inside it,
+    and :class:`BadInput` when the text is not JSON even after repair.
+    """
+    data = data.rstrip(_WS)
+    if data.endswith(b","):
+        data = data[:-1]
+    try:
+        return Decoded(decode(b"[" + data + b"]"), data, offset, None)
+    except msgspec.ValidationError:
+        return Decoded(None, data, offset, None)
+    except msgspec.DecodeError as e:
+        _classify(e, data)
+    fixed, rep = repair(data)
+    try:
+        return Decoded(decode(b"[" + fixed + b"]"), fixed, offset, rep)
+    except msgspec.ValidationError:
+        return Decoded(None, fixed, offset, rep)
+    except msgspec.DecodeError as e:
+        if "truncated" in str(e):
+            raise Incomplete from None
+        at = decode_error_offset(e)
+        where = f"near byte {offset + max(at - 1, 0)}" if at is not None else (
+            f"in the events starting at byte {offset}")
+        raise BadInput(f"{path}: invalid JSON {where}: {_reason(e)}") from None
+
+
+def _classify(e: msgspec.DecodeError, data: bytes) -> None:
+    if "truncated" in str(e):
+        raise Incomplete from None
+    at = decode_error_offset(e)
+    if "trailing characters" in str(e) and at is not None:
+        # '[' + elements + ']' closed early: the array's own ']' is inside data.
+        pos = data.rfind(b"]", 0, at)
+        if pos >= 0:
+            raise ClosedAt(pos) from None
+
+
 def _next_cut(buf: bytes, pos: int, backwards: bool) -> tuple[int, bool] | None:
     """A position just after a '}' that is followed by ',' or ']' (whitespace aside).
 
@@ -265,11 +320,13 @@ def _next_cut(buf: bytes, pos: int, backwards: bool) -> tuple[int, bool] | None:
         pos = i if backwards else i + 1
 
 
-class _Incomplete(Exception):
-    pass
+class Incomplete(Exception):
+    """The chunk does not end at an element boundary."""
 
 
-class _ClosedAt(Exception):
+class ClosedAt(Exception):
+    """The array closes inside the chunk, at ``pos``."""
+
     def __init__(self, pos: int) -> None:
         self.pos = pos
 

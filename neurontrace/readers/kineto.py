@@ -10,19 +10,25 @@ decoded a second time into typed columns.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput
+from neurontrace.readers import parallel
 from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, rank_from_name
-from neurontrace.readers.jsonstream import ArrayStream, Decoded
-from neurontrace.units import decimal_text_to_ns
+from neurontrace.readers.jsonstream import ArrayStream, ClosedAt, Decoded, Incomplete, decode_chunk
+from neurontrace.units import microseconds_to_ns
 
 #: Kineto category -> layer. Unknown categories are framework events.
 LAYER_OF_CATEGORY: dict[str, str] = {
@@ -61,23 +67,7 @@ class Event(msgspec.Struct):
     args: msgspec.Raw = msgspec.Raw()
 
 
-_Num = int | float | str | None
-
-
-class Links(msgspec.Struct):
-    """The ``args`` keys that become columns."""
-
-    external_id: _Num = msgspec.field(name="External id", default=None)
-    correlation: _Num = None
-    device: _Num = None
-    stream: _Num = None
-    bytes: _Num = None
-    Bytes: _Num = None
-    size: _Num = None
-
-
 _EVENTS = msgspec.json.Decoder(list[Event])
-_LINKS = msgspec.json.Decoder(list[Links])
 _ANY = msgspec.json.Decoder()
 
 
@@ -104,22 +94,18 @@ class KinetoReader:
         stream = ArrayStream(path, b"traceEvents")
         flows: list[pa.RecordBatch] = []
         meta = _Metadata()
-        index = 0  # event number in the file, for messages
-        for chunk in stream.decoded(_decode_events):
-            events = chunk.value
-            if chunk.repairs is not None:
-                _record_repairs(chunk, path, diag)
-            if events is None:  # wrong types somewhere: lenient path
-                events = _lenient(chunk, path, index, diag)
-            batch, flow = _columns(events, index, path, meta, diag)
-            n_events = len(events)
-            del chunk, events
-            if flow is not None:
-                flows.append(flow)
+        done = 0
+        for part in parallel.decode_all(
+            stream, _decode_events, partial(_convert, path=path), f"{__name__}:_work"
+        ):
+            diag.merge(part.diag)
+            meta.merge(part.meta)
+            if part.flow is not None:
+                flows.append(part.flow)
+            done = max(done, part.end)
             if progress is not None:
-                progress(min(stream.bytes_read, total), total)
-            yield batch
-            index += n_events
+                progress(min(done, total), total)
+            yield part.batch
         trace = stream.outer
         base = trace.get("baseTimeNanoseconds")
         base_ns = base if isinstance(base, int) and not isinstance(base, bool) else 0
@@ -134,6 +120,38 @@ class KinetoReader:
         ev.thread_names = meta.thread_names
         ev.process_names = meta.process_names
         ev.rank = _rank(trace, path)
+
+
+@dataclass
+class _Part:
+    """One chunk, converted (picklable: it may come from a worker process)."""
+
+    batch: pa.RecordBatch
+    flow: pa.RecordBatch | None
+    diag: Diagnostics
+    meta: _Metadata
+    end: int  # byte offset just past the chunk, for progress
+
+
+def _convert(chunk: Decoded[list[Event]], path: Path) -> _Part:
+    diag = Diagnostics()
+    meta = _Metadata()
+    events = chunk.value
+    if chunk.repairs is not None:
+        _record_repairs(chunk, path, diag)
+    if events is None:  # wrong types somewhere: lenient path
+        events = _lenient(chunk, path, diag)
+    batch, flow = _columns(events, chunk.offset, path, meta, diag)
+    return _Part(batch, flow, diag, meta, chunk.offset + len(chunk.data))
+
+
+def _work(data: bytes, offset: int, path: str) -> _Part | None:
+    """In a worker: decode and convert one slice, or None if it does not decode."""
+    try:
+        chunk = decode_chunk(Path(path), _decode_events, data, offset)
+    except (Incomplete, ClosedAt, BadInput):
+        return None
+    return _convert(chunk, Path(path))
 
 
 def _decode_events(data: bytes) -> list[Event]:
@@ -170,12 +188,12 @@ def _record_repairs(chunk: Decoded[Any], path: Path, diag: Diagnostics) -> None:
 # -- lenient path ---------------------------------------------------------------------
 
 
-def _lenient(chunk: Decoded[Any], path: Path, index: int, diag: Diagnostics) -> list[Event]:
+def _lenient(chunk: Decoded[Any], path: Path, diag: Diagnostics) -> list[Event]:
     """Convert a chunk whose fields have unexpected types, one event at a time."""
     items = _ANY.decode(b"[" + chunk.data + b"]")
     out = []
     for k, item in enumerate(items):
-        where = f"{path}: event #{index + k}"
+        where = f"{path}: event #{k} after byte {chunk.offset}"
         if not isinstance(item, dict):
             diag.warn("not_an_object", f"{where}: not a JSON object; kept as an instant")
             item = {"ph": "i", "name": str(item)[:200], "args": {"value": item}}
@@ -252,10 +270,22 @@ _BATCH_SCHEMA = pa.schema(
 
 
 class _Metadata:
+    """Track names from ``M`` events (a later event for the same id wins)."""
+
     def __init__(self) -> None:
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.process_names: dict[Any, str] = {}
         self.process_labels: dict[Any, str] = {}
+
+    def merge(self, other: _Metadata) -> None:
+        self.thread_names.update(other.thread_names)
+        for pid, name in other.process_names.items():
+            if pid not in self.process_labels:
+                self.process_names.setdefault(pid, name)
+        for pid, label in other.process_labels.items():
+            self.process_labels[pid] = label
+            if label != "CPU":
+                self.process_names[pid] = label
 
     def add(self, ev: Event) -> None:
         if not len(ev.args):
@@ -278,16 +308,18 @@ class _Metadata:
 
 
 def _columns(
-    events: list[Event], index: int, path: Path, meta: _Metadata, diag: Diagnostics
+    events: list[Event], at: int, path: Path, meta: _Metadata, diag: Diagnostics
 ) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
+    """Rows and flows of one chunk; ``at`` is its byte offset (messages name events as
+    "#k after byte <at>")."""
     rows: list[Event] = []
-    where: list[int] = []  # each row's event number in the file, for messages
+    where: list[str] = []  # each row's event, for messages
     flows: list[Event] = []
     for k, ev in enumerate(events):
         ph = ev.ph
         if ph in KIND_OF_PHASE:
             rows.append(ev)
-            where.append(index + k)
+            where.append(f"#{k} after byte {at}")
         elif ph == "M":
             meta.add(ev)
         elif ph in FLOW_PHASES:
@@ -295,10 +327,11 @@ def _columns(
         else:
             diag.warn(
                 "unknown_phase",
-                f"{path}: event #{index + k} {ev.name!r} has phase {ph!r}; kept as an instant",
+                f"{path}: event #{k} after byte {at} {ev.name!r} has phase {ph!r}; "
+                "kept as an instant",
             )
             rows.append(ev)
-            where.append(index + k)
+            where.append(f"#{k} after byte {at}")
     return _row_batch(rows, where, path, diag), _flow_batch(flows, path, diag)
 
 
@@ -335,13 +368,11 @@ def _ids(values: list[Any], what: str, path: Path, diag: Diagnostics) -> tuple[p
     return pa.array(nums, pa.int64()), pa.array(labels, pa.string())
 
 
-def _times(raws: list[msgspec.Raw]) -> tuple[pa.Array, list[int]]:
-    text = b"\n".join(raws).decode("utf-8", errors="replace")
-    return decimal_text_to_ns(pl.Series("t", text.split("\n"), pl.String))
+_ZERO = msgspec.Raw(b"0.000")
 
 
-def _row_batch(rows: list[Event], where: list[int], path: Path, diag: Diagnostics) -> pa.RecordBatch:
-    n = len(rows)
+def _row_batch(rows: list[Event], where: list[str], path: Path, diag: Diagnostics
+               ) -> pa.RecordBatch:
     phs = [e.ph for e in rows]
     kind = pa.array([KIND_OF_PHASE.get(p, S.INSTANT) for p in phs], pa.string())
     names = [e.name for e in rows]
@@ -356,26 +387,29 @@ def _row_batch(rows: list[Event], where: list[int], path: Path, diag: Diagnostic
         diag.warn(
             "missing_cat",
             f"{path}: {category.null_count} event(s) without a category (e.g. event "
-            f"#{where[cats.index(None)]} {names[cats.index(None)]!r}); category left null",
+            f"{where[cats.index(None)]} {names[cats.index(None)]!r}); category left null",
             category.null_count,
         )
     layer = _layers(category)
     pid, pid_label = _ids([e.pid for e in rows], "pid", path, diag)
     tid, tid_label = _ids([e.tid for e in rows], "tid", path, diag)
 
-    start, rounded = _times([e.ts for e in rows])
+    start, rounded = microseconds_to_ns([e.ts for e in rows])
     if start.null_count:
         bad = [i for i, v in enumerate(start.to_pylist()) if v is None]
         diag.warn(
             "bad_ts",
-            f"{path}: event #{where[bad[0]]} {names[bad[0]]!r} has ts "
+            f"{path}: event {where[bad[0]]} {names[bad[0]]!r} has ts "
             f"{bytes(rows[bad[0]].ts)[:40]!r}; placed at time 0",
             len(bad),
         )
         start = pa.compute.fill_null(start, 0)
     if rounded:
-        diag.warn("sub_ns_time", f"{path}: {len(rounded)} ts value(s) rounded to 1 ns", len(rounded))
-    dur, rounded = _times([e.dur for e in rows])
+        diag.warn(
+            "sub_ns_time", f"{path}: {len(rounded)} ts value(s) rounded to 1 ns", len(rounded)
+        )
+    # Only spans have durations; the others' (usually absent) dur reads as zero.
+    dur, rounded = microseconds_to_ns([e.dur if e.ph == "X" else _ZERO for e in rows])
     spans = pa.compute.equal(kind, S.SPAN)
     missing = pa.compute.and_(spans, pa.compute.is_null(dur))
     n_missing = pa.compute.sum(missing).as_py() or 0
@@ -383,7 +417,7 @@ def _row_batch(rows: list[Event], where: list[int], path: Path, diag: Diagnostic
         first = missing.to_pylist().index(True)
         diag.warn(
             "missing_dur",
-            f"{path}: event #{where[first]} {names[first]!r} (ph X) has no usable dur; "
+            f"{path}: event {where[first]} {names[first]!r} (ph X) has no usable dur; "
             "duration 0",
             n_missing,
         )
@@ -394,7 +428,7 @@ def _row_batch(rows: list[Event], where: list[int], path: Path, diag: Diagnostic
         first = negative.to_pylist().index(True)
         diag.warn(
             "negative_dur",
-            f"{path}: event #{where[first]} {names[first]!r} has dur "
+            f"{path}: event {where[first]} {names[first]!r} has dur "
             f"{bytes(rows[first].dur).decode(errors='replace')}; duration set to 0",
             n_neg,
         )
@@ -421,21 +455,24 @@ def _row_batch(rows: list[Event], where: list[int], path: Path, diag: Diagnostic
 
 
 def _layers(category: pa.Array) -> pa.Array:
-    cats = pl.Series("c", category)
-    mapped = cats.replace_strict(LAYER_OF_CATEGORY, default=None, return_dtype=pl.String)
-    expr = pl.coalesce(
-        pl.col("m"),
-        pl.when(
-            pl.any_horizontal([pl.col("c").str.starts_with(p) for p in _RUNTIME_PREFIXES])
-        ).then(pl.lit(S.RUNTIME)),
-        pl.lit(S.FRAMEWORK),
-    )
-    return pl.DataFrame({"c": cats, "m": mapped}).select(expr)["m"].to_arrow()
+    """Layer of each row, from its category (few distinct values: map the dictionary)."""
+    enc = category.dictionary_encode()
+    layers = [_layer_of(c) for c in enc.dictionary.to_pylist()]
+    table = pa.array(layers + [S.FRAMEWORK], pa.string())
+    idx = pc.fill_null(enc.indices, len(layers))  # missing category: framework
+    return table.take(idx)
+
+
+def _layer_of(category: str) -> str:
+    if category in LAYER_OF_CATEGORY:
+        return LAYER_OF_CATEGORY[category]
+    return S.RUNTIME if category.startswith(_RUNTIME_PREFIXES) else S.FRAMEWORK
 
 
 def _args(
-    raws: list[msgspec.Raw], where: list[int], path: Path, diag: Diagnostics
+    raws: list[msgspec.Raw], where: list[str], path: Path, diag: Diagnostics
 ) -> tuple[pa.Array, dict[str, pa.Array]]:
+    """The ``args`` text of each row, and the link columns read from it."""
     present = [i for i, r in enumerate(raws) if len(r)]
     n = len(raws)
     joined = b"\x00".join(raws[i] for i in present)
@@ -447,88 +484,54 @@ def _args(
         near = where[present[joined.count(b"\x00", 0, e.start)]]
         diag.warn(
             "invalid_utf8",
-            f"{path}: invalid UTF-8 in the args of event #{near} (and maybe others); "
+            f"{path}: invalid UTF-8 in the args of event {near} (and maybe others); "
             "replaced with U+FFFD",
             max(bad, 1),
         )
-    parts = pl.Series(text.split("\x00") if present else [], dtype=pl.String)
-    if len(parts) and parts[0][:2] == "{\n":
+    parts = (
+        pl.Series([text], dtype=pl.String).str.split("\x00").explode()
+        if present else pl.Series([], dtype=pl.String)
+    )
+    if len(parts) and text[:2] == "{\n":
         # Kineto pretty-prints args as "{\n      ...\n    }": drop that outer layout
         # (it lies outside any string, so the JSON value is unchanged).
         parts = parts.str.replace(r"^\{\s+", "{").str.replace(r"\s+\}$", "}")
-    if len(present) == n:
-        args = parts.to_arrow().cast(pa.string())
-    else:
-        full = pl.Series([None] * n, dtype=pl.String).scatter(present, parts)
-        args = full.to_arrow().cast(pa.string())
-    links = _links(raws, present, path, diag)
-    return args, links
+    if len(present) != n:
+        parts = pl.Series([None] * n, dtype=pl.String).scatter(present, parts)
+    links = pl.DataFrame({"a": parts}).select(
+        pl.coalesce([_integer_arg(k) for k in keys]).alias(col) for col, keys in _LINK_KEYS
+    )
+    return parts.to_arrow().cast(pa.string()), {
+        c: links.get_column(c).to_arrow() for c in links.columns
+    }
 
 
-_LINK_COLUMNS = (
+#: Column -> the args keys it is read from, first present wins.
+_LINK_KEYS = (
     (S.DEVICE_COL, ("device",)),
     (S.STREAM, ("stream",)),
-    (S.EXTERNAL_ID, ("external_id",)),
+    (S.EXTERNAL_ID, ("External id",)),
     (S.CORRELATION, ("correlation",)),
     (S.BYTES, ("bytes", "Bytes", "size")),
 )
 
 
-def _links(
-    raws: list[msgspec.Raw], present: list[int], path: Path, diag: Diagnostics
-) -> dict[str, pa.Array]:
-    n = len(raws)
-    try:
-        links: list[Links | None] = list(
-            _LINKS.decode(b"[" + b",".join(raws[i] for i in present) + b"]")
-        )
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        links = []
-        for i in present:
-            try:
-                links.append(msgspec.json.decode(raws[i], type=Links))
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                links.append(None)
-    out: dict[str, pa.Array] = {}
-    for col, keys in _LINK_COLUMNS:
-        vals: list[Any] = [None] * n
-        for i, lk in zip(present, links):
-            if lk is None:
-                continue
-            for k in keys:
-                v = getattr(lk, k)
-                if v is not None:
-                    vals[i] = v
-                    break
-        out[col] = _to_int64(vals, col, path, diag)
-    return out
+def _integer_arg(key: str) -> pl.Expr:
+    """An integer-valued top-level ``args`` key, as Int64 (null if absent or not one).
 
-
-def _to_int64(vals: list[Any], col: str, path: Path, diag: Diagnostics) -> pa.Array:
-    try:
-        return pa.array(vals, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        pass
-    out: list[int | None] = []
-    for v in vals:
-        out.append(_as_int(v))
-    return pa.array(out, pa.int64())
-
-
-def _as_int(v: Any) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, float):
-        v = int(v) if v.is_integer() else None
-    elif isinstance(v, str):
-        s = v.strip()
-        try:
-            v = int(s, 16) if s.lower().startswith("0x") else int(s)
-        except ValueError:
-            return None
-    if isinstance(v, int) and -(1 << 63) <= v < (1 << 63):
-        return v
-    return None
+    Kineto writes these as numbers, and some backends as strings (``"0x0"``, ``"2560"``).
+    The key must follow ``{`` or ``,`` (so text inside a string value never matches, its
+    quotes being escaped) and the value must end at ``,`` or ``}`` (so ``1.5`` or
+    ``1e3`` are not read as 1). Values beyond 64 bits are null (``args`` keeps them).
+    """
+    value = pl.col("a").str.extract(
+        r'[{,]\s*"' + re.escape(key) + r'"\s*:\s*"?(-?[0-9]+|0[xX][0-9a-fA-F]+)"?\s*[,}]', 1
+    )
+    return (
+        pl.when(value.str.starts_with("0x") | value.str.starts_with("0X"))
+        .then(value.str.slice(2).str.to_integer(base=16, strict=False))
+        .otherwise(value.str.to_integer(strict=False))
+    )
 
 
 def _flow_batch(flows: list[Event], path: Path, diag: Diagnostics) -> pa.RecordBatch | None:
@@ -540,7 +543,7 @@ def _flow_batch(flows: list[Event], path: Path, diag: Diagnostics) -> pa.RecordB
         ids.append(f"{cat}:{e.id}")
     pid, _ = _ids([e.pid for e in flows], "pid", path, diag)
     tid, _ = _ids([e.tid for e in flows], "tid", path, diag)
-    ts, _ = _times([e.ts for e in flows])
+    ts, _ = microseconds_to_ns([e.ts for e in flows])
     return pa.RecordBatch.from_pydict(
         {
             "flow_id": pa.array(ids, pa.string()),
