@@ -35,8 +35,10 @@ _NARROW = (
     # Readers that know these better than the assembler supply them (Neuron Explorer
     # gives tracks and flow ids per row); they stay in memory for the derivations.
     S.TRACK, S.FLOW_IDS,
+    # The execution/time link fallbacks need a row's NeuronCore and execution.
+    S.DEVICE_COL, S.EXECUTION,
 )
-_CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, "pid_label", "tid_label", S.TRACK)
+_CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, "pid_label", "tid_label", S.TRACK, S.EXECUTION)
 
 
 class Assembled:
@@ -128,7 +130,8 @@ def _spill(ev: Events, spill: Path) -> tuple[pl.DataFrame, list[str]]:
     for c, t in ((S.LAYER, pl.Categorical), (S.CATEGORY, pl.Categorical),
                  (S.KIND, pl.Categorical), ("pid_label", pl.Categorical),
                  ("tid_label", pl.Categorical), (S.PID, pl.Int64), (S.TID, pl.Int64),
-                 (S.EXTERNAL_ID, pl.Int64), (S.CORRELATION, pl.Int64)):
+                 (S.EXTERNAL_ID, pl.Int64), (S.CORRELATION, pl.Int64),
+                 (S.DEVICE_COL, pl.Int64), (S.EXECUTION, pl.Categorical)):
         if c not in narrow.columns:
             narrow = narrow.with_columns(pl.lit(None, t).alias(c))
     return narrow, wide
@@ -137,12 +140,16 @@ def _spill(ev: Events, spill: Path) -> tuple[pl.DataFrame, list[str]]:
 def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -> pl.DataFrame:
     df = df.with_row_index(S.ROW).with_columns(pl.col(S.ROW).cast(_I64))
     rows = df.select(S.ROW)
-    df = df.hstack(_aligned(rows, _lanes(df, ev)))
+    lanes = _aligned(rows, _lanes(df, ev))
+    df = df.drop(S.TRACK, strict=False).hstack(lanes)
     df = df.hstack(_aligned(rows, _nesting(df, diag)))
     df = df.hstack(_aligned(rows, _steps(df, ev)))
-    if S.FLOW_IDS not in df.columns:
-        df = df.hstack(_aligned(rows, _flows(df, ev, diag)))
-    df = df.hstack(_aligned(rows, _framework_rows(df)))
+    flows = _aligned(rows, _flows(df, ev, diag))
+    if S.FLOW_IDS in df.columns:  # given by the reader; flow events fill the rest
+        df = df.with_columns(pl.coalesce(pl.col(S.FLOW_IDS), flows.get_column(S.FLOW_IDS)))
+    else:
+        df = df.hstack(flows)
+    df = df.hstack(_aligned(rows, _framework_rows(df, diag)))
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
     return df.with_columns(pl.lit(r, _I64).alias(S.RANK))
 
@@ -153,25 +160,32 @@ def _aligned(rows: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
 
 
 def _lanes(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
-    """A lane id per (pid, tid) and its readable name."""
+    """A lane id per (pid, tid, given track) and its readable name.
+
+    A reader may give ``track`` for some rows (Neuron device rows) and leave it null for
+    others (host threads), which are then named from pid/tid like any trace's threads.
+    """
     keys = [S.PID, S.TID, "pid_label", "tid_label"]
     if S.TRACK in df.columns:
         keys.append(S.TRACK)
     lanes = df.select(keys).unique(maintain_order=True).with_row_index("lane")
     narrow = df.select(S.ROW, *keys)
-    if S.TRACK in df.columns:
-        return narrow.join(lanes, on=keys, how="left", nulls_equal=True).select(S.ROW, "lane")
     layer_of_lane = (
         df.group_by(keys, maintain_order=True).agg(pl.col(S.LAYER).first())
     )
     lanes = lanes.join(layer_of_lane, on=keys, how="left", nulls_equal=True)
+    given = (lanes.get_column(S.TRACK).cast(pl.String).to_list() if S.TRACK in keys
+             else [None] * lanes.height)
     names = [
-        _track_name(pid, tid, pl_, tl, layer, ev)
-        for pid, tid, pl_, tl, layer in lanes.select(*keys, S.LAYER).iter_rows()
+        track if track is not None else _track_name(pid, tid, pl_, tl, layer, ev)
+        for (pid, tid, pl_, tl, layer), track in zip(
+            lanes.select(*keys[:4], S.LAYER).iter_rows(), given)
     ]
-    lanes = lanes.with_columns(pl.Series(S.TRACK, names, pl.String)).drop(S.LAYER)
+    lanes = lanes.select(*keys, "lane").with_columns(
+        pl.Series("_track", names, pl.String)
+    )
     return narrow.join(lanes, on=keys, how="left", nulls_equal=True).select(
-        S.ROW, "lane", S.TRACK
+        S.ROW, "lane", pl.col("_track").alias(S.TRACK)
     )
 
 
@@ -272,16 +286,30 @@ def _flows(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
     return bound.group_by(S.ROW).agg(pl.col("flow_id").unique().sort().alias(S.FLOW_IDS))
 
 
-def _framework_rows(df: pl.DataFrame) -> pl.DataFrame:
-    """``framework_row`` and ``link`` for runtime and device rows.
+#: Hops followed along flow arrows (framework dispatch -> runtime -> hardware is two).
+_FLOW_HOPS = 4
+
+
+def _framework_rows(df: pl.DataFrame, diag: Diagnostics | None = None) -> pl.DataFrame:
+    """``framework_row`` and ``link`` for runtime and device rows, by the first of:
 
     1. ``external_id``: the framework op carrying the same Kineto ``External id``;
     2. ``correlation``: the runtime call with the same ``correlation`` that has a link;
-    3. ``flow``: a row sharing a flow arrow with a linked row;
+    3. ``flow``: a row sharing a flow arrow with a framework op (which is the source of
+       its own flow ids) or with a linked row, followed over several hops;
     4. ``nesting``: for runtime calls, the innermost framework op enclosing them on the
-       same thread.
+       same thread;
+    5. ``execution``: another row of the same device ``execution`` that has a link (the
+       instructions of an execution belong to whoever started it);
+    6. ``time``: for a device execution, the latest linked runtime call on the same
+       ``device`` that started at or before the execution's first row::
+
+           thread   |---- aten::mul ----|
+                       |- nrt_execute -|           runtime, linked by nesting
+           nc 0                  |== exec 7 ==|    device rows of execution 7 -> aten::mul
     """
-    df = df.select(S.ROW, S.LAYER, S.CATEGORY, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS, S.PARENT)
+    df = df.select(S.ROW, S.LAYER, S.CATEGORY, S.START_NS, S.EXTERNAL_ID, S.CORRELATION,
+                   S.FLOW_IDS, S.PARENT, S.DEVICE_COL, S.EXECUTION)
     fw = df.filter(pl.col(S.LAYER) == S.FRAMEWORK)
     not_fw = pl.col(S.LAYER) != S.FRAMEWORK
     by_ext = (
@@ -301,24 +329,37 @@ def _framework_rows(df: pl.DataFrame) -> pl.DataFrame:
     df = df.join(by_corr, on=S.CORRELATION, how="left").with_columns(
         pl.when(not_fw).then(pl.col("_corr_row")).alias("_corr_row")
     )
-    linked = pl.coalesce("_ext_row", "_corr_row")
-    flow_src = (
-        df.filter(linked.is_not_null() & pl.col(S.FLOW_IDS).is_not_null())
-        .select(linked.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid"))
-        .explode("_fid")
-        .group_by("_fid")
-        .agg(pl.col("_flow_row").first())
+    df = df.join(_by_nesting(df), on=S.ROW, how="left").with_columns(
+        pl.when(not_fw).then(pl.col("_nest_row")).alias("_nest_row")
     )
-    via_flow = (
-        df.filter(not_fw & linked.is_null() & pl.col(S.FLOW_IDS).is_not_null())
-        .select(S.ROW, pl.col(S.FLOW_IDS).alias("_fid"))
-        .explode("_fid")
-        .join(flow_src, on="_fid")
-        .group_by(S.ROW)
-        .agg(pl.col("_flow_row").first())
+    df = df.join(_by_flow(df), on=S.ROW, how="left")
+    before_exec = pl.coalesce("_ext_row", "_corr_row", "_flow_row", "_nest_row")
+    df = df.with_columns(before_exec.alias("_linked"))
+    df = df.join(_by_execution(df), on=S.ROW, how="left")
+    df = df.join(_by_time(df), on=S.ROW, how="left")
+    link = (
+        pl.when(pl.col("_ext_row").is_not_null()).then(pl.lit("external_id"))
+        .when(pl.col("_corr_row").is_not_null()).then(pl.lit("correlation"))
+        .when(pl.col("_flow_row").is_not_null()).then(pl.lit("flow"))
+        .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
+        .when(pl.col("_exec_row").is_not_null()).then(pl.lit("execution"))
+        .when(pl.col("_time_row").is_not_null()).then(pl.lit("time"))
     )
-    df = df.join(via_flow, on=S.ROW, how="left")
-    # Nesting: walk up the parent chain (a few levels) to the first framework row.
+    out = df.select(
+        S.ROW,
+        pl.coalesce("_linked", "_exec_row", "_time_row").alias(S.FRAMEWORK_ROW),
+        link.alias(S.LINK),
+        not_fw.alias("_not_fw"),
+    )
+    unlinked = out.filter(pl.col("_not_fw") & pl.col(S.FRAMEWORK_ROW).is_null()).height
+    if diag is not None and unlinked and fw.height:
+        diag.warn("unlinked", f"{unlinked} runtime/device row(s) have no framework_row: no "
+                  "id, flow, enclosing op or execution ties them to a framework op", unlinked)
+    return out.drop("_not_fw")
+
+
+def _by_nesting(df: pl.DataFrame) -> pl.DataFrame:
+    """Walk up the parent chain (a few levels) to the first framework row."""
     layer_of = df.select(pl.col(S.ROW).alias("_p"), pl.col(S.LAYER).alias("_pl"),
                          pl.col(S.PARENT).alias("_pp"))
     cur = df.select(S.ROW, pl.col(S.PARENT).alias("_p")).filter(
@@ -333,20 +374,86 @@ def _framework_rows(df: pl.DataFrame) -> pl.DataFrame:
         cur = step.filter((pl.col("_pl") != S.FRAMEWORK) & pl.col("_pp").is_not_null()).select(
             S.ROW, _p="_pp"
         )
-    nest_rows = pl.concat(found) if found else pl.DataFrame(
+    return pl.concat(found) if found else pl.DataFrame(
         schema={S.ROW: _I64, "_nest_row": _I64}
     )
-    df = df.join(nest_rows, on=S.ROW, how="left").with_columns(
-        pl.when(not_fw).then(pl.col("_nest_row")).alias("_nest_row")
+
+
+def _by_flow(df: pl.DataFrame) -> pl.DataFrame:
+    """``_flow_row`` of non-framework rows that share a flow id with a source.
+
+    Sources, best first: a framework row (the source of its own flow ids), a row linked
+    by id, a row linked by nesting; then rows found in the previous hop.
+    """
+    fids = df.filter(pl.col(S.FLOW_IDS).is_not_null()).select(
+        S.ROW, S.LAYER, "_ext_row", "_corr_row", "_nest_row", _fid=S.FLOW_IDS
+    ).explode("_fid").filter(pl.col("_fid").is_not_null())
+    empty = pl.DataFrame(schema={S.ROW: _I64, "_flow_row": _I64})
+    if fids.height == 0:
+        return empty
+    src = pl.concat([
+        fids.filter(pl.col(S.LAYER) == S.FRAMEWORK).select(
+            "_fid", _src=pl.col(S.ROW), _prio=pl.lit(0)),
+        fids.filter(pl.col(S.LAYER) != S.FRAMEWORK).select(
+            "_fid", _src=pl.coalesce("_ext_row", "_corr_row"), _prio=pl.lit(1)),
+        fids.filter(pl.col(S.LAYER) != S.FRAMEWORK).select(
+            "_fid", _src=pl.col("_nest_row"), _prio=pl.lit(2)),
+    ]).drop_nulls("_src")
+    todo = fids.filter(
+        (pl.col(S.LAYER) != S.FRAMEWORK)
+        & pl.col("_ext_row").is_null() & pl.col("_corr_row").is_null()
+    ).select(S.ROW, "_fid")
+    found = []
+    for hop in range(_FLOW_HOPS):
+        best = src.sort("_prio").group_by("_fid").agg(pl.col("_src").first())
+        hit = (
+            todo.join(best, on="_fid")
+            .group_by(S.ROW).agg(pl.col("_src").first().alias("_flow_row"))
+        )
+        if hit.height == 0:
+            break
+        found.append(hit)
+        todo = todo.join(hit.select(S.ROW), on=S.ROW, how="anti")
+        src = pl.concat([
+            src,
+            fids.join(hit, on=S.ROW).select("_fid", _src="_flow_row",
+                                            _prio=pl.lit(3 + hop)),
+        ])
+    return pl.concat(found) if found else empty
+
+
+def _by_execution(df: pl.DataFrame) -> pl.DataFrame:
+    """Rows of one device execution share the link of its linked rows (runtime first)."""
+    ex = df.filter(pl.col(S.EXECUTION).is_not_null() & (pl.col(S.LAYER) != S.FRAMEWORK))
+    owner = (
+        ex.filter(pl.col("_linked").is_not_null())
+        .sort(pl.col(S.LAYER) != S.RUNTIME, S.START_NS)
+        .group_by(S.EXECUTION).agg(pl.col("_linked").first().alias("_exec_row"))
     )
-    link = (
-        pl.when(pl.col("_ext_row").is_not_null()).then(pl.lit("external_id"))
-        .when(pl.col("_corr_row").is_not_null()).then(pl.lit("correlation"))
-        .when(pl.col("_flow_row").is_not_null()).then(pl.lit("flow"))
-        .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
+    return ex.filter(pl.col("_linked").is_null()).select(S.ROW, S.EXECUTION).join(
+        owner, on=S.EXECUTION
+    ).select(S.ROW, "_exec_row")
+
+
+def _by_time(df: pl.DataFrame) -> pl.DataFrame:
+    """An unlinked device execution belongs to the latest linked runtime call on the same
+    device that started at or before the execution's first row."""
+    empty = pl.DataFrame(schema={S.ROW: _I64, "_time_row": _I64})
+    open_ = df.filter(
+        (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.EXECUTION).is_not_null()
+        & pl.col("_linked").is_null() & pl.col("_exec_row").is_null()
     )
-    return df.select(
-        S.ROW,
-        pl.coalesce("_ext_row", "_corr_row", "_flow_row", "_nest_row").alias(S.FRAMEWORK_ROW),
-        link.alias(S.LINK),
-    )
+    calls = df.filter(
+        (pl.col(S.LAYER) == S.RUNTIME) & pl.col("_linked").is_not_null()
+        & pl.col(S.DEVICE_COL).is_not_null()
+    ).select(S.DEVICE_COL, _t=S.START_NS, _time_row="_linked").sort("_t")
+    if open_.height == 0 or calls.height == 0:
+        return empty
+    execs = open_.group_by(S.EXECUTION).agg(
+        pl.col(S.START_NS).min().alias("_t"), pl.col(S.DEVICE_COL).drop_nulls().first()
+    ).drop_nulls(S.DEVICE_COL).sort("_t")
+    owner = execs.join_asof(calls, on="_t", by=S.DEVICE_COL, strategy="backward",
+                            check_sortedness=False)  # both sorted by _t above
+    return open_.select(S.ROW, S.EXECUTION).join(
+        owner.select(S.EXECUTION, "_time_row").drop_nulls(), on=S.EXECUTION
+    ).select(S.ROW, "_time_row")
