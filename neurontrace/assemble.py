@@ -391,33 +391,35 @@ def _by_flow(df: pl.DataFrame) -> pl.DataFrame:
     empty = pl.DataFrame(schema={S.ROW: _I64, "_flow_row": _I64})
     if fids.height == 0:
         return empty
+    not_fw = pl.col(S.LAYER) != S.FRAMEWORK
+    # Sources: (_fid, _src: the framework row, _prio, _origin: the row whose own link
+    # started the chain, which must not be linked back through it).
     src = pl.concat([
-        fids.filter(pl.col(S.LAYER) == S.FRAMEWORK).select(
-            "_fid", _src=pl.col(S.ROW), _prio=pl.lit(0)),
-        fids.filter(pl.col(S.LAYER) != S.FRAMEWORK).select(
-            "_fid", _src=pl.coalesce("_ext_row", "_corr_row"), _prio=pl.lit(1)),
-        fids.filter(pl.col(S.LAYER) != S.FRAMEWORK).select(
-            "_fid", _src=pl.col("_nest_row"), _prio=pl.lit(2)),
+        fids.filter(~not_fw).select("_fid", _src=S.ROW, _prio=pl.lit(0), _origin=S.ROW),
+        fids.filter(not_fw).select("_fid", _src=pl.coalesce("_ext_row", "_corr_row"),
+                                   _prio=pl.lit(1), _origin=S.ROW),
+        fids.filter(not_fw).select("_fid", _src="_nest_row", _prio=pl.lit(2), _origin=S.ROW),
     ]).drop_nulls("_src")
     todo = fids.filter(
-        (pl.col(S.LAYER) != S.FRAMEWORK)
-        & pl.col("_ext_row").is_null() & pl.col("_corr_row").is_null()
+        not_fw & pl.col("_ext_row").is_null() & pl.col("_corr_row").is_null()
     ).select(S.ROW, "_fid")
     found = []
     for hop in range(_FLOW_HOPS):
-        best = src.sort("_prio").group_by("_fid").agg(pl.col("_src").first())
         hit = (
-            todo.join(best, on="_fid")
-            .group_by(S.ROW).agg(pl.col("_src").first().alias("_flow_row"))
+            todo.join(src, on="_fid")
+            .filter(pl.col("_origin") != pl.col(S.ROW))
+            .sort("_prio", "_origin")
+            .group_by(S.ROW).agg(pl.col("_src").first().alias("_flow_row"),
+                                 pl.col("_origin").first())
         )
         if hit.height == 0:
             break
-        found.append(hit)
+        found.append(hit.drop("_origin"))
         todo = todo.join(hit.select(S.ROW), on=S.ROW, how="anti")
         src = pl.concat([
             src,
             fids.join(hit, on=S.ROW).select("_fid", _src="_flow_row",
-                                            _prio=pl.lit(3 + hop)),
+                                            _prio=pl.lit(3 + hop), _origin="_origin"),
         ])
     return pl.concat(found) if found else empty
 
