@@ -179,7 +179,7 @@ def _lanes(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
     names = [
         track if track is not None else _track_name(pid, tid, pl_, tl, layer, ev)
         for (pid, tid, pl_, tl, layer), track in zip(
-            lanes.select(*keys[:4], S.LAYER).iter_rows(), given)
+            lanes.select(*keys[:4], S.LAYER).iter_rows(), given, strict=True)
     ]
     lanes = lanes.select(*keys, "lane").with_columns(
         pl.Series("_track", names, pl.String)
@@ -201,7 +201,7 @@ def _track_name(pid: Any, tid: Any, pid_label: Any, tid_label: Any, layer: str, 
     if thread:
         return thread
     if isinstance(p, str) or isinstance(t, str):
-        return f"{p} / {t}"
+        return f"{p or '(empty)'} / {t or '(empty)'}"
     return f"thread {t}"
 
 
@@ -290,58 +290,94 @@ def _flows(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
 _FLOW_HOPS = 4
 
 
-def _framework_rows(df: pl.DataFrame, diag: Diagnostics | None = None) -> pl.DataFrame:
-    """``framework_row`` and ``link`` for runtime and device rows, by the first of:
+def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
+    """``framework_row`` and ``link`` for runtime and device rows, first match wins:
 
-    1. ``external_id``: the framework op carrying the same Kineto ``External id``;
-    2. ``correlation``: the runtime call with the same ``correlation`` that has a link;
-    3. ``flow``: a row sharing a flow arrow with a framework op (which is the source of
-       its own flow ids) or with a linked row, followed over several hops;
-    4. ``nesting``: for runtime calls, the innermost framework op enclosing them on the
+    1. ``external_id``: the framework op carrying the same Kineto ``External id`` (only
+       when the trace uses it as a link: see :func:`_external_id_links`);
+    2. ``nesting``: for runtime calls, the innermost framework op enclosing them on the
        same thread;
+    3. ``correlation``: the runtime call with the same ``correlation``, through its link;
+    4. ``flow``: a framework row, or a row linked by 1-3, sharing a flow arrow; followed
+       over a few hops (framework dispatch -> runtime -> hardware);
     5. ``execution``: another row of the same device ``execution`` that has a link (the
-       instructions of an execution belong to whoever started it);
-    6. ``time``: for a device execution, the latest linked runtime call on the same
-       ``device`` that started at or before the execution's first row::
+       instructions of an execution belong to whoever started it; runtime rows first);
+    6. ``time``: for a device execution still unlinked, the latest linked runtime call on
+       the same ``device`` that started at or before the execution's first row::
 
            thread   |---- aten::mul ----|
-                       |- nrt_execute -|           runtime, linked by nesting
-           nc 0                  |== exec 7 ==|    device rows of execution 7 -> aten::mul
+                       |- nrt_execute -|           runtime: nesting -> aten::mul
+           nc 0                  |== exec 7 ==|    device rows of exec 7: time -> aten::mul
+
+    Framework rows themselves have no ``framework_row``.
     """
-    df = df.select(S.ROW, S.LAYER, S.CATEGORY, S.START_NS, S.EXTERNAL_ID, S.CORRELATION,
-                   S.FLOW_IDS, S.PARENT, S.DEVICE_COL, S.EXECUTION)
-    fw = df.filter(pl.col(S.LAYER) == S.FRAMEWORK)
+    df = df.select(
+        S.ROW, S.LAYER, S.CATEGORY, S.START_NS, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS,
+        S.PARENT, S.DEVICE_COL, S.EXECUTION,
+    )
     not_fw = pl.col(S.LAYER) != S.FRAMEWORK
-    by_ext = (
-        fw.filter(pl.col(S.EXTERNAL_ID).is_not_null())
-        .sort(pl.col(S.CATEGORY) != "cpu_op")  # prefer ops over annotations
-        .group_by(S.EXTERNAL_ID)
-        .agg(pl.col(S.ROW).first().alias("_ext_row"))
+    nested = _nearest_framework_ancestor(df)
+    df = df.join(nested, on=S.ROW, how="left")
+    if _external_id_links(df, diag):
+        by_ext = (
+            df.filter((pl.col(S.LAYER) == S.FRAMEWORK) & pl.col(S.EXTERNAL_ID).is_not_null())
+            .sort(pl.col(S.CATEGORY) != "cpu_op")  # prefer ops over annotations
+            .group_by(S.EXTERNAL_ID)
+            .agg(pl.col(S.ROW).first().alias("_ext_row"))
+        )
+        df = df.join(by_ext, on=S.EXTERNAL_ID, how="left")
+    else:
+        df = df.with_columns(pl.lit(None, _I64).alias("_ext_row"))
+    df = df.with_columns(
+        pl.when(not_fw).then("_ext_row").alias("_ext_row"),
+        pl.when(pl.col(S.LAYER) == S.RUNTIME).then("_nest_row").alias("_nest_row"),
     )
-    df = df.join(by_ext, on=S.EXTERNAL_ID, how="left").with_columns(
-        pl.when(not_fw).then(pl.col("_ext_row")).alias("_ext_row")
-    )
+    first = pl.coalesce("_ext_row", "_nest_row")
     by_corr = (
-        df.filter(not_fw & pl.col(S.CORRELATION).is_not_null() & pl.col("_ext_row").is_not_null())
+        df.filter((pl.col(S.LAYER) == S.RUNTIME) & pl.col(S.CORRELATION).is_not_null()
+                  & first.is_not_null())
         .group_by(S.CORRELATION)
-        .agg(pl.col("_ext_row").first().alias("_corr_row"))
+        .agg(first.first().alias("_corr_row"))
     )
     df = df.join(by_corr, on=S.CORRELATION, how="left").with_columns(
-        pl.when(not_fw).then(pl.col("_corr_row")).alias("_corr_row")
+        pl.when(not_fw).then("_corr_row").alias("_corr_row")
     )
-    df = df.join(_by_nesting(df), on=S.ROW, how="left").with_columns(
-        pl.when(not_fw).then(pl.col("_nest_row")).alias("_nest_row")
+    known = pl.coalesce("_ext_row", "_nest_row", "_corr_row")
+    source = pl.when(not_fw).then(known).otherwise(pl.col(S.ROW))
+    flow_src = (
+        df.filter(source.is_not_null() & pl.col(S.FLOW_IDS).is_not_null())
+        .select(source.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid"))
+        .explode("_fid")
+        .group_by("_fid")
+        .agg(pl.col("_flow_row").first())
     )
-    df = df.join(_by_flow(df), on=S.ROW, how="left")
-    before_exec = pl.coalesce("_ext_row", "_corr_row", "_flow_row", "_nest_row")
-    df = df.with_columns(before_exec.alias("_linked"))
+    todo = (
+        df.filter(not_fw & known.is_null() & pl.col(S.FLOW_IDS).is_not_null())
+        .select(S.ROW, pl.col(S.FLOW_IDS).alias("_fid"))
+        .explode("_fid")
+    )
+    hops = []
+    for _ in range(_FLOW_HOPS):
+        hit = todo.join(flow_src, on="_fid").group_by(S.ROW).agg(pl.col("_flow_row").first())
+        if hit.height == 0:
+            break
+        hops.append(hit)
+        reached = todo.join(hit, on=S.ROW).select("_fid", "_flow_row")
+        flow_src = pl.concat([flow_src, reached.join(flow_src, on="_fid", how="anti")
+                              .group_by("_fid").agg(pl.col("_flow_row").first())])
+        todo = todo.join(hit, on=S.ROW, how="anti")
+    via_flow = pl.concat(hops) if hops else pl.DataFrame(
+        schema={S.ROW: _I64, "_flow_row": _I64})
+    df = df.join(via_flow, on=S.ROW, how="left")
+    df = df.with_columns(
+        pl.coalesce("_ext_row", "_nest_row", "_corr_row", "_flow_row").alias("_linked"))
     df = df.join(_by_execution(df), on=S.ROW, how="left")
     df = df.join(_by_time(df), on=S.ROW, how="left")
     link = (
         pl.when(pl.col("_ext_row").is_not_null()).then(pl.lit("external_id"))
+        .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
         .when(pl.col("_corr_row").is_not_null()).then(pl.lit("correlation"))
         .when(pl.col("_flow_row").is_not_null()).then(pl.lit("flow"))
-        .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
         .when(pl.col("_exec_row").is_not_null()).then(pl.lit("execution"))
         .when(pl.col("_time_row").is_not_null()).then(pl.lit("time"))
     )
@@ -352,76 +388,58 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics | None = None) -> pl.Dat
         not_fw.alias("_not_fw"),
     )
     unlinked = out.filter(pl.col("_not_fw") & pl.col(S.FRAMEWORK_ROW).is_null()).height
-    if diag is not None and unlinked and fw.height:
-        diag.warn("unlinked", f"{unlinked} runtime/device row(s) have no framework_row: no "
-                  "id, flow, enclosing op or execution ties them to a framework op", unlinked)
+    if unlinked:
+        diag.warn(
+            "unlinked",
+            f"{unlinked} runtime/device row(s) have no framework op (no External id, "
+            "correlation, flow, enclosing op or execution links them)",
+            unlinked,
+        )
     return out.drop("_not_fw")
 
 
-def _by_nesting(df: pl.DataFrame) -> pl.DataFrame:
-    """Walk up the parent chain (a few levels) to the first framework row."""
-    layer_of = df.select(pl.col(S.ROW).alias("_p"), pl.col(S.LAYER).alias("_pl"),
-                         pl.col(S.PARENT).alias("_pp"))
-    cur = df.select(S.ROW, pl.col(S.PARENT).alias("_p")).filter(
-        pl.col("_p").is_not_null()
-    )
+def _nearest_framework_ancestor(df: pl.DataFrame) -> pl.DataFrame:
+    """``_nest_row``: the nearest framework row up the ``parent`` chain (same track)."""
+    up = df.select(pl.col(S.ROW).alias("_p"), pl.col(S.LAYER).alias("_pl"),
+                   pl.col(S.PARENT).alias("_pp"))
+    cur = df.filter(pl.col(S.PARENT).is_not_null()).select(S.ROW, _p=S.PARENT)
     found = []
-    for _ in range(8):
-        if cur.height == 0:
-            break
-        step = cur.join(layer_of, on="_p", how="left")
+    while cur.height:
+        step = cur.join(up, on="_p", how="left")
         found.append(step.filter(pl.col("_pl") == S.FRAMEWORK).select(S.ROW, _nest_row="_p"))
-        cur = step.filter((pl.col("_pl") != S.FRAMEWORK) & pl.col("_pp").is_not_null()).select(
-            S.ROW, _p="_pp"
-        )
-    return pl.concat(found) if found else pl.DataFrame(
-        schema={S.ROW: _I64, "_nest_row": _I64}
-    )
+        cur = step.filter(
+            (pl.col("_pl") != S.FRAMEWORK) & pl.col("_pp").is_not_null()
+        ).select(S.ROW, _p="_pp")
+    if not found:
+        return pl.DataFrame(schema={S.ROW: _I64, "_nest_row": _I64})
+    return pl.concat(found)
 
 
-def _by_flow(df: pl.DataFrame) -> pl.DataFrame:
-    """``_flow_row`` of non-framework rows that share a flow id with a source.
+def _external_id_links(df: pl.DataFrame, diag: Diagnostics) -> bool:
+    """Does this trace use ``External id`` to tie runtime calls to their framework op?
 
-    Sources, best first: a framework row (the source of its own flow ids), a row linked
-    by id, a row linked by nesting; then rows found in the previous hop.
+    Current Kineto gives a runtime call the External id of the op enclosing it; some
+    older traces number runtime calls and kernels by their correlation instead, where a
+    match with an op's External id is a coincidence. Decided from the runtime calls that
+    sit inside an op: most must carry that op's External id.
     """
-    fids = df.filter(pl.col(S.FLOW_IDS).is_not_null()).select(
-        S.ROW, S.LAYER, "_ext_row", "_corr_row", "_nest_row", _fid=S.FLOW_IDS
-    ).explode("_fid").filter(pl.col("_fid").is_not_null())
-    empty = pl.DataFrame(schema={S.ROW: _I64, "_flow_row": _I64})
-    if fids.height == 0:
-        return empty
-    not_fw = pl.col(S.LAYER) != S.FRAMEWORK
-    # Sources: (_fid, _src: the framework row, _prio, _origin: the row whose own link
-    # started the chain, which must not be linked back through it).
-    src = pl.concat([
-        fids.filter(~not_fw).select("_fid", _src=S.ROW, _prio=pl.lit(0), _origin=S.ROW),
-        fids.filter(not_fw).select("_fid", _src=pl.coalesce("_ext_row", "_corr_row"),
-                                   _prio=pl.lit(1), _origin=S.ROW),
-        fids.filter(not_fw).select("_fid", _src="_nest_row", _prio=pl.lit(2), _origin=S.ROW),
-    ]).drop_nulls("_src")
-    todo = fids.filter(
-        not_fw & pl.col("_ext_row").is_null() & pl.col("_corr_row").is_null()
-    ).select(S.ROW, "_fid")
-    found = []
-    for hop in range(_FLOW_HOPS):
-        hit = (
-            todo.join(src, on="_fid")
-            .filter(pl.col("_origin") != pl.col(S.ROW))
-            .sort("_prio", "_origin")
-            .group_by(S.ROW).agg(pl.col("_src").first().alias("_flow_row"),
-                                 pl.col("_origin").first())
+    fw_ext = df.select(pl.col(S.ROW).alias("_nest_row"), pl.col(S.EXTERNAL_ID).alias("_op_ext"))
+    rt = df.filter(
+        (pl.col(S.LAYER) == S.RUNTIME)
+        & pl.col(S.EXTERNAL_ID).is_not_null()
+        & pl.col("_nest_row").is_not_null()
+    ).join(fw_ext, on="_nest_row", how="left")
+    if rt.height == 0:
+        return True
+    agree = rt.select((pl.col(S.EXTERNAL_ID) == pl.col("_op_ext")).mean()).item()
+    if agree is not None and agree < 0.5:
+        diag.warn(
+            "external_id_not_a_link",
+            f"only {agree:.0%} of runtime calls carry the External id of their enclosing "
+            "op; linked by nesting and correlation instead",
         )
-        if hit.height == 0:
-            break
-        found.append(hit.drop("_origin"))
-        todo = todo.join(hit.select(S.ROW), on=S.ROW, how="anti")
-        src = pl.concat([
-            src,
-            fids.join(hit, on=S.ROW).select("_fid", _src="_flow_row",
-                                            _prio=pl.lit(3 + hop), _origin="_origin"),
-        ])
-    return pl.concat(found) if found else empty
+        return False
+    return True
 
 
 def _by_execution(df: pl.DataFrame) -> pl.DataFrame:

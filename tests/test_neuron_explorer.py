@@ -154,7 +154,7 @@ def test_explorer_folder_converts_to_one_file(tmp_path: Path) -> None:
     out = tmp_path / "rms.parquet"
     result = CliRunner().invoke(cli, ["convert", str(RMSNORM), str(out)])
     assert result.exit_code == 0, result.output
-    assert out.is_file() and neurontrace.read(out).num_rows == 19
+    assert out.is_file() and neurontrace.read(out).num_rows == 20
 
 
 def test_a_system_table_without_start_ts_is_bad_input_naming_file_and_field(

@@ -37,15 +37,22 @@ def by_name(got: dict[tuple[str, int], tuple], name: str) -> set[tuple]:
 
 def test_explorer_flows_link_framework_to_runtime_to_hardware() -> None:
     got = links(FIX / "explorer_rmsnorm_vnc_0")
+    # On a runtime worker thread, away from any op: the framework row's own flow id.
     assert by_name(got, "nrt_tensor_write") == {("aten::add", "flow")}
-    assert by_name(got, "nrt_execute") == {("aten::mul", "flow"), ("aten::add", "flow")}
     assert by_name(got, "nc_exec_running") == {("aten::mul", "flow"), ("aten::add", "flow")}
     assert by_name(got, "aten::mul") == {(None, None)}
 
 
-def test_a_runtime_call_without_a_flow_links_by_nesting_on_its_thread() -> None:
+def test_flows_are_followed_over_more_than_one_hop() -> None:
+    got = links(FIX / "explorer_rmsnorm_vnc_0")
+    assert by_name(got, "hw_notify") == {("aten::add", "flow")}
+
+
+def test_a_runtime_call_inside_an_op_on_its_thread_links_by_nesting() -> None:
     got = links(FIX / "explorer_rmsnorm_vnc_0")
     assert by_name(got, "kbl_exec_wait") == {("aten::mul", "nesting")}
+    assert by_name(got, "nrt_execute") == {("aten::mul", "nesting"),
+                                           ("aten::add", "nesting")}
 
 
 def test_instructions_belong_to_the_op_that_started_their_execution() -> None:
@@ -127,8 +134,8 @@ def test_windows_move_each_device_row_by_its_own_executions_offset(
     p = place(min([windows[0][0], *starts]), d, h, None)
     assert p.method == "execution_windows" and p.uncertainty_ns == 0
     rows = pl.DataFrame({S.START_NS: starts}, schema={S.START_NS: pl.Int64})
-    placed = p.apply(rows)
-    for t, (new, ex) in zip(starts, placed.select(S.START_NS, S.EXECUTION).iter_rows()):
+    placed = p.apply(rows).select(S.START_NS, S.EXECUTION).iter_rows()
+    for t, (new, ex) in zip(starts, placed, strict=True):
         k = max([i for i, w in enumerate(windows) if w[0] <= t], default=0)
         assert new == host0 + 7 * windows[k][0] + (t - windows[k][0])
         assert ex == (f"e{k}" if windows[0][0] <= t else None)

@@ -59,7 +59,7 @@ T = TypeVar("T")
 
 @dataclass
 class Decoded(Generic[T]):
-    value: T
+    value: T | None
     data: bytes  # the elements' text, comma-separated, as decoded (after any repair)
     offset: int  # byte offset of ``data`` in the (decompressed) document
     repairs: Repairs | None
@@ -121,8 +121,9 @@ class ArrayStream:
     def decoded(self, decode: Callable[[bytes], T]) -> Iterator[Decoded[T]]:
         """Decode the array a chunk at a time; ``decode`` gets ``[elements]`` as bytes.
 
-        ``decode`` may raise ``msgspec.ValidationError`` (wrong types): that propagates,
-        with the chunk's text attached as ``err.chunk`` for a lenient retry.
+        When ``decode`` raises ``msgspec.ValidationError`` (a field of an unexpected
+        type), the chunk comes back with ``value`` None and its (valid JSON) text, for
+        the caller's lenient path.
         """
         with open_binary(self.path) as f:
             head, buf, offset = self._find_start(f)
@@ -140,7 +141,14 @@ class ArrayStream:
                         break
                     buf += more
                     cut = _next_cut(buf, len(buf), backwards=True)
+                tried_close = False
                 while True:
+                    if cut is None and eof and not tried_close:
+                        # Elements that are not objects ("[..., 5]") leave no '}' cut:
+                        # try the array's closing bracket itself.
+                        tried_close = True
+                        close = buf.rfind(b"]")
+                        cut = (close, True) if close >= 0 else None
                     if cut is None:
                         raise BadInput(
                             f"{self.path}: truncated: the {self.key.decode()} array is not "
@@ -190,17 +198,15 @@ class ArrayStream:
     def _decode(self, decode: Callable[[bytes], T], data: bytes, offset: int) -> Decoded[T]:
         try:
             return Decoded(decode(b"[" + data + b"]"), data, offset, None)
-        except msgspec.ValidationError as e:
-            e.chunk = Decoded(None, data, offset, None)  # type: ignore[attr-defined]
-            raise
+        except msgspec.ValidationError:
+            return Decoded(None, data, offset, None)
         except msgspec.DecodeError as e:
             self._classify(e, data)
         fixed, rep = repair(data)
         try:
             return Decoded(decode(b"[" + fixed + b"]"), fixed, offset, rep)
-        except msgspec.ValidationError as e:
-            e.chunk = Decoded(None, fixed, offset, rep)  # type: ignore[attr-defined]
-            raise
+        except msgspec.ValidationError:
+            return Decoded(None, fixed, offset, rep)
         except msgspec.DecodeError as e:
             at = decode_error_offset(e)
             where = f"near byte {offset + max(at - 1, 0)}" if at is not None else (

@@ -41,6 +41,9 @@ LAYER_OF_CATEGORY: dict[str, str] = {
 }
 _RUNTIME_PREFIXES = ("privateuse1_", "cuda_", "hip_", "xpu_", "mtia_")
 
+_HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
+                b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
+
 KIND_OF_PHASE = {"X": S.SPAN, "i": S.INSTANT, "I": S.INSTANT, "C": S.COUNTER}
 FLOW_PHASES = {"s", "t", "f"}
 
@@ -83,9 +86,11 @@ class KinetoReader:
     description = "PyTorch profiler trace (Kineto Chrome-trace JSON, .json or .json.gz)"
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        return b'"traceEvents"' in head or (
-            path.name.endswith((".json", ".json.gz")) and head.lstrip()[:1] == b"["
-        )
+        start = head.lstrip()[:1]
+        if start == b"{":
+            # traceEvents may come after a long header (distributedInfo lists every rank)
+            return any(k in head for k in _HEADER_KEYS)
+        return start == b"[" and path.name.endswith((".json", ".json.gz")) and b'"ph"' in head
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         ev = Events(batches=iter(()), format=self.name)
@@ -276,11 +281,13 @@ def _columns(
     events: list[Event], index: int, path: Path, meta: _Metadata, diag: Diagnostics
 ) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
     rows: list[Event] = []
+    where: list[int] = []  # each row's event number in the file, for messages
     flows: list[Event] = []
-    for ev in events:
+    for k, ev in enumerate(events):
         ph = ev.ph
         if ph in KIND_OF_PHASE:
             rows.append(ev)
+            where.append(index + k)
         elif ph == "M":
             meta.add(ev)
         elif ph in FLOW_PHASES:
@@ -288,11 +295,11 @@ def _columns(
         else:
             diag.warn(
                 "unknown_phase",
-                f"{path}: event #{index + len(rows)} {ev.name!r} has phase {ph!r}; "
-                "kept as an instant",
+                f"{path}: event #{index + k} {ev.name!r} has phase {ph!r}; kept as an instant",
             )
             rows.append(ev)
-    return _row_batch(rows, index, path, diag), _flow_batch(flows, path, diag)
+            where.append(index + k)
+    return _row_batch(rows, where, path, diag), _flow_batch(flows, path, diag)
 
 
 def _text(values: list[Any], what: str, path: Path, diag: Diagnostics) -> pa.Array:
@@ -333,7 +340,7 @@ def _times(raws: list[msgspec.Raw]) -> tuple[pa.Array, list[int]]:
     return decimal_text_to_ns(pl.Series("t", text.split("\n"), pl.String))
 
 
-def _row_batch(rows: list[Event], index: int, path: Path, diag: Diagnostics) -> pa.RecordBatch:
+def _row_batch(rows: list[Event], where: list[int], path: Path, diag: Diagnostics) -> pa.RecordBatch:
     n = len(rows)
     phs = [e.ph for e in rows]
     kind = pa.array([KIND_OF_PHASE.get(p, S.INSTANT) for p in phs], pa.string())
@@ -349,7 +356,7 @@ def _row_batch(rows: list[Event], index: int, path: Path, diag: Diagnostics) -> 
         diag.warn(
             "missing_cat",
             f"{path}: {category.null_count} event(s) without a category (e.g. event "
-            f"#{index + cats.index(None)} {names[cats.index(None)]!r}); category left null",
+            f"#{where[cats.index(None)]} {names[cats.index(None)]!r}); category left null",
             category.null_count,
         )
     layer = _layers(category)
@@ -361,7 +368,7 @@ def _row_batch(rows: list[Event], index: int, path: Path, diag: Diagnostics) -> 
         bad = [i for i, v in enumerate(start.to_pylist()) if v is None]
         diag.warn(
             "bad_ts",
-            f"{path}: event #{index + bad[0]} {names[bad[0]]!r} has ts "
+            f"{path}: event #{where[bad[0]]} {names[bad[0]]!r} has ts "
             f"{bytes(rows[bad[0]].ts)[:40]!r}; placed at time 0",
             len(bad),
         )
@@ -376,7 +383,7 @@ def _row_batch(rows: list[Event], index: int, path: Path, diag: Diagnostics) -> 
         first = missing.to_pylist().index(True)
         diag.warn(
             "missing_dur",
-            f"{path}: event #{index + first} {names[first]!r} (ph X) has no usable dur; "
+            f"{path}: event #{where[first]} {names[first]!r} (ph X) has no usable dur; "
             "duration 0",
             n_missing,
         )
@@ -387,7 +394,7 @@ def _row_batch(rows: list[Event], index: int, path: Path, diag: Diagnostics) -> 
         first = negative.to_pylist().index(True)
         diag.warn(
             "negative_dur",
-            f"{path}: event #{index + first} {names[first]!r} has dur "
+            f"{path}: event #{where[first]} {names[first]!r} has dur "
             f"{bytes(rows[first].dur).decode(errors='replace')}; duration set to 0",
             n_neg,
         )
@@ -395,7 +402,7 @@ def _row_batch(rows: list[Event], index: int, path: Path, diag: Diagnostics) -> 
     # Instants and counters have no duration, whatever the file says.
     dur = pa.compute.if_else(spans, dur, 0)
 
-    args, links = _args([e.args for e in rows], index, path, diag)
+    args, links = _args([e.args for e in rows], where, path, diag)
     cols = {
         S.LAYER: layer,
         S.CATEGORY: category,
@@ -427,7 +434,7 @@ def _layers(category: pa.Array) -> pa.Array:
 
 
 def _args(
-    raws: list[msgspec.Raw], index: int, path: Path, diag: Diagnostics
+    raws: list[msgspec.Raw], where: list[int], path: Path, diag: Diagnostics
 ) -> tuple[pa.Array, dict[str, pa.Array]]:
     present = [i for i, r in enumerate(raws) if len(r)]
     n = len(raws)
@@ -437,21 +444,23 @@ def _args(
     except UnicodeDecodeError as e:
         text = joined.decode("utf-8", errors="replace")
         bad = text.count("\ufffd") - joined.count("\ufffd".encode())
-        near = index + present[joined.count(b"\x00", 0, e.start)]
+        near = where[present[joined.count(b"\x00", 0, e.start)]]
         diag.warn(
             "invalid_utf8",
             f"{path}: invalid UTF-8 in the args of event #{near} (and maybe others); "
             "replaced with U+FFFD",
             max(bad, 1),
         )
-    parts = text.split("\x00") if present else []
+    parts = pl.Series(text.split("\x00") if present else [], dtype=pl.String)
+    if len(parts) and parts[0][:2] == "{\n":
+        # Kineto pretty-prints args as "{\n      ...\n    }": drop that outer layout
+        # (it lies outside any string, so the JSON value is unchanged).
+        parts = parts.str.replace(r"^\{\s+", "{").str.replace(r"\s+\}$", "}")
     if len(present) == n:
-        args = pa.array(parts, pa.string())
+        args = parts.to_arrow().cast(pa.string())
     else:
-        full: list[str | None] = [None] * n
-        for i, p in zip(present, parts):
-            full[i] = p
-        args = pa.array(full, pa.string())
+        full = pl.Series([None] * n, dtype=pl.String).scatter(present, parts)
+        args = full.to_arrow().cast(pa.string())
     links = _links(raws, present, path, diag)
     return args, links
 

@@ -92,10 +92,14 @@ def place(device_start: int | None, executions: pl.DataFrame | None,
     if executions is not None and executions.height and host is not None and host.height:
         return _by_windows(executions, host)
     if syncs is not None and syncs.height:
-        off = syncs.select((pl.col("host_ts") - pl.col("device_ts")).alias("o"))["o"]
-        spread = int(off.max() - off.min())  # type: ignore[operator]
-        return Placement("timestamp_sync_point", offset=int(off.median()),  # type: ignore[arg-type]
-                         uncertainty_ns=spread, details={"sync_points": off.len()})
+        stats = syncs.select(
+            (pl.col("host_ts") - pl.col("device_ts")).median().round().cast(pl.Int64)
+            .alias("median"),
+            ((pl.col("host_ts") - pl.col("device_ts")).max()
+             - (pl.col("host_ts") - pl.col("device_ts")).min()).alias("spread"),
+        ).row(0, named=True)
+        return Placement("timestamp_sync_point", offset=stats["median"],
+                         uncertainty_ns=stats["spread"], details={"sync_points": syncs.height})
     if host is not None and host.height:
         first = int(host.get_column("start").min())  # type: ignore[arg-type]
         return Placement("first_execution", offset=first - device_start,

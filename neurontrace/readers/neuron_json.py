@@ -84,9 +84,9 @@ class SystemJsonReader:
         stream = ArrayStream(path, b"trace_event")
         index = 0
         for chunk in stream.decoded(_decode):
-            items = [e if isinstance(e, dict) else {"name": "", "value": e}
-                     for e in chunk.value]
-            bad = sum(not isinstance(e, dict) for e in chunk.value)
+            values = chunk.value or []
+            items = [e if isinstance(e, dict) else {"name": "", "value": e} for e in values]
+            bad = sum(not isinstance(e, dict) for e in values)
             if bad:
                 diag.warn("not_an_object", f"{path}: {bad} trace_event entries after event "
                           f"#{index} are not objects; kept as unnamed instants", bad)
@@ -176,7 +176,7 @@ class LiveFetchReader:
         stream = ArrayStream(path, b"events")
         records: list[dict[str, Any]] = []
         for chunk in stream.decoded(_decode):
-            records.extend(e for e in chunk.value if isinstance(e, dict))
+            records.extend(e for e in chunk.value or [] if isinstance(e, dict))
         yield N.to_batch(live_frame(records, path, diag))
         ev.trace = {"neuron": {"format": "live-fetch-json", **stream.outer}}
         ev.clock = {"base_time_ns": 0, "method": "none",

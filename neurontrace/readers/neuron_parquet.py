@@ -217,14 +217,17 @@ class _Read:
 
     def _placement(self, table: str, nc: int | None, host: pl.DataFrame,
                    syncs: pl.DataFrame, execinfo: list[dict[str, Any]] | None) -> Placement:
-        starts = [
-            df.get_column("start_ts").min() for t in DEVICE_TABLES
-            for df in self._frames(t, ["start_ts", "nc_idx"])
-            if "start_ts" in df.columns and df.height and (
-                nc is None or "nc_idx" not in df.columns
-                or (df.get_column("nc_idx").cast(pl.Int64, strict=False) == nc).any())
-        ]
-        device_start = min((int(s) for s in starts if s is not None), default=None)  # type: ignore[call-overload]
+        starts: list[int] = []
+        for t in DEVICE_TABLES:
+            for df in self._frames(t, ["start_ts", "nc_idx"]):
+                if "start_ts" not in df.columns:
+                    continue
+                if nc is not None and "nc_idx" in df.columns:
+                    df = df.filter(pl.col("nc_idx").cast(pl.Int64, strict=False) == nc)
+                s = df.select(pl.col("start_ts").cast(pl.Int64).min()).item()
+                if s is not None:
+                    starts.append(s)
+        device_start = min(starts, default=None)
         ncs = host.get_column("nc").unique().drop_nulls().to_list()
         if nc is not None:
             host = host.filter(pl.col("nc") == nc)

@@ -196,7 +196,7 @@ def _merged(parts: list[tuple[str, Path, Events]], cap: Capture, kineto: bool,
             out: Events, diag: Diagnostics) -> Iterator[pa.RecordBatch]:
     base = 0
     dropped = 0
-    for i, (fmt, path, ev) in enumerate(parts):
+    for i, (_, _, ev) in enumerate(parts):
         neuron_part = not (kineto and i == 0)
         for b in ev.batches:
             b = conform(b)

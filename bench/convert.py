@@ -1,0 +1,96 @@
+"""Conversion speed and memory against the baselines, in one run.
+
+    python bench/convert.py [TRACE.json] [--runs 3]
+
+Without a trace it makes one (~300 MB, see bench/make_trace.py; needs torch). Each
+method runs in a fresh process, one after another, ``--runs`` times; the table shows the
+median wall time and peak RSS of the whole process (interpreter start and imports
+included, as /usr/bin/time would), then neurontrace's ratios to the baselines:
+
+- ``orjson.loads``: read the file and parse it into Python objects (nothing else);
+- ``HolisticTraceAnalysis``: its trace load, when ``hta`` is installed;
+- ``neurontrace convert``: the whole conversion to Parquet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+DEFAULT = HERE / "data" / "trace_300mb.json"
+
+ORJSON = "import orjson,sys; d=orjson.loads(open(sys.argv[1],'rb').read()); print(len(d['traceEvents']))"
+HTA = (
+    "import sys, os, shutil, tempfile\n"
+    "from hta.trace_analysis import TraceAnalysis\n"
+    "d = tempfile.mkdtemp(); shutil.copy(sys.argv[1], os.path.join(d, 'rank-0.json'))\n"
+    "a = TraceAnalysis(trace_dir=d)\n"
+    "print(len(a.t.get_trace(0)))\n"
+)
+
+
+def measure(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one fresh process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode() if p.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def has_hta() -> bool:
+    r = subprocess.run([sys.executable, "-c", "import hta.trace_analysis"], capture_output=True)
+    return r.returncode == 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("trace", nargs="?", type=Path, default=DEFAULT)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    if not a.trace.exists():
+        print(f"making {a.trace} (about a minute)...", file=sys.stderr)
+        subprocess.run([sys.executable, str(HERE / "make_trace.py"), str(a.trace), "--steps", "180"],
+                       check=True)
+    size = a.trace.stat().st_size
+    out_dir = Path(tempfile.mkdtemp(prefix="nt-bench-"))
+    out = out_dir / "trace.parquet"
+    nt = [sys.executable, "-m", "neurontrace.cli.main", "convert", str(a.trace), str(out)]
+    methods: dict[str, list[str]] = {
+        "orjson.loads": [sys.executable, "-c", ORJSON, str(a.trace)],
+        "neurontrace convert": nt,
+    }
+    if has_hta():
+        methods["HolisticTraceAnalysis load"] = [sys.executable, "-c", HTA, str(a.trace)]
+    results: dict[str, list[tuple[float, float]]] = {m: [] for m in methods}
+    for _ in range(a.runs):
+        for m, cmd in methods.items():  # interleaved, so drift hits all alike
+            results[m].append(measure(cmd))
+    med = {m: (statistics.median(w for w, _ in r), statistics.median(k for _, k in r))
+           for m, r in results.items()}
+    print(f"trace: {a.trace} ({size / 1e6:.0f} MB), median of {a.runs} runs, fresh process each")
+    print(f"{'method':<30}{'wall s':>9}{'peak RSS MiB':>15}")
+    for m, (w, k) in med.items():
+        print(f"{m:<30}{w:>9.2f}{k:>15.0f}")
+    w_nt, k_nt = med["neurontrace convert"]
+    print()
+    for m, (w, _) in med.items():
+        if m != "neurontrace convert":
+            print(f"neurontrace convert / {m}: {w_nt / w:.2f}x the wall time")
+    print(f"Parquet size / JSON size: {out.stat().st_size / size:.3f} "
+          f"({out.stat().st_size / 1e6:.1f} MB)")
+    print(f"neurontrace peak RSS: {k_nt:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Times are exact to the nanosecond: decimal microsecond text never goes through a float."""
+
+from __future__ import annotations
+
+import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neurontrace.units import decimal_text_to_ns, us_text_to_ns
+
+NS = st.integers(min_value=-(10**18), max_value=9 * 10**18)
+
+
+def as_us_text(ns: int) -> str:
+    sign = "-" if ns < 0 else ""
+    q, r = divmod(abs(ns), 1000)
+    return f"{sign}{q}.{r:03d}"
+
+
+@given(st.lists(NS, min_size=1, max_size=50))
+def test_three_decimal_microseconds_convert_exactly(values: list[int]) -> None:
+    texts = pl.Series([as_us_text(v) for v in values])
+    out, rounded = decimal_text_to_ns(texts)
+    assert out.to_pylist() == values
+    assert rounded == []
+
+
+def test_the_issue_example() -> None:
+    out, _ = decimal_text_to_ns(pl.Series(["5118349990281.582"]))
+    assert out.to_pylist() == [5118349990281582]
+    # a float round trip gets this wrong:
+    assert round(float("1695835542513910.123") * 1000) != 1695835542513910123
+    out, _ = decimal_text_to_ns(pl.Series(["1695835542513910.123"]))
+    assert out.to_pylist() == [1695835542513910123]
+
+
+@given(st.integers(min_value=-(10**15), max_value=10**15))
+def test_integer_microseconds(v: int) -> None:
+    out, _ = decimal_text_to_ns(pl.Series([str(v)]))
+    assert out.to_pylist() == [v * 1000]
+
+
+def test_other_shapes_take_the_exact_slow_path() -> None:
+    texts = pl.Series(["1e-3", "2.5E+1", "0.0005", "1.23456", '"7.5"', "", "abc", "1.5"])
+    out, rounded = decimal_text_to_ns(texts)
+    assert out.to_pylist() == [1, 25000, 0, 1235, 7500, None, None, 1500]
+    assert rounded == [2, 3]  # 0.5 ns rounds to even; 1234.56 ns rounds to 1235
+
+
+def test_fewer_decimals_are_padded() -> None:
+    out, _ = decimal_text_to_ns(pl.Series(["1.5", "1.05", "-0.1"]))
+    assert out.to_pylist() == [1500, 1050, -100]
+
+
+def test_nanosecond_text_with_scale_one() -> None:
+    out, _ = decimal_text_to_ns(pl.Series(["123", "-4"]), scale=1)
+    assert out.to_pylist() == [123, -4]
+
+
+@given(NS)
+def test_reference_agrees(ns: int) -> None:
+    assert us_text_to_ns(as_us_text(ns)) == ns
