@@ -26,7 +26,8 @@ from pathlib import Path
 HERE = Path(__file__).parent
 DEFAULT = HERE / "data" / "trace_300mb.json"
 
-ORJSON = "import orjson,sys; d=orjson.loads(open(sys.argv[1],'rb').read()); print(len(d['traceEvents']))"
+ORJSON = ("import orjson,sys; d=orjson.loads(open(sys.argv[1],'rb').read()); "
+          "print(len(d['traceEvents']))")
 HTA = (
     "import sys, os, shutil, tempfile\n"
     "from hta.trace_analysis import TraceAnalysis\n"
@@ -60,7 +61,8 @@ def main() -> None:
     a = ap.parse_args()
     if not a.trace.exists():
         print(f"making {a.trace} (about a minute)...", file=sys.stderr)
-        subprocess.run([sys.executable, str(HERE / "make_trace.py"), str(a.trace), "--steps", "180"],
+        subprocess.run([sys.executable, str(HERE / "make_trace.py"), str(a.trace),
+                        "--steps", "180"],
                        check=True)
     size = a.trace.stat().st_size
     out_dir = Path(tempfile.mkdtemp(prefix="nt-bench-"))

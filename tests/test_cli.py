@@ -50,7 +50,8 @@ def test_convert_one_file(tmp_path: Path) -> None:
         ("does-not-exist.json", "no such file"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_leaves_nothing(tmp_path: Path, name: str, needle: str) -> None:
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(
+        tmp_path: Path, name: str, needle: str) -> None:
     out = tmp_path / "out.parquet"
     r = run("convert", str(KINETO / name), str(out))
     assert r.returncode == 2
@@ -100,7 +101,8 @@ def test_several_inputs_make_a_dataset_partitioned_by_rank(tmp_path: Path) -> No
 def test_format_override(tmp_path: Path) -> None:
     odd = tmp_path / "trace.data"
     odd.write_bytes((KINETO / "nested-ops.json").read_bytes())
-    assert run("convert", "--format", "kineto", str(odd), str(tmp_path / "o.parquet")).returncode == 0
+    out = tmp_path / "o.parquet"
+    assert run("convert", "--format", "kineto", str(odd), str(out)).returncode == 0
     r = run("convert", "--format", "nope", str(odd), str(tmp_path / "o.parquet"))
     assert r.returncode == 2
 
@@ -130,7 +132,8 @@ def test_parquet_keeps_trace_metadata(tmp_path: Path) -> None:
     assert meta["source"][0]["format"] == "kineto"
 
 
-def test_internal_errors_exit_1_without_traceback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_internal_errors_exit_1_without_traceback(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     conv = sys.modules["neurontrace.convert"]  # the module (the package exports a function)
 
     def boom(*a: object, **k: object) -> None:

@@ -60,7 +60,8 @@ def well_nested(draw: st.DrawFn) -> list[tuple[int, int, int, int]]:
 def run(spans: list[tuple[int, int, int, int]]) -> dict[int, tuple]:
     df = pl.DataFrame(spans, schema=["row", "lane", "start", "dur"], orient="row")
     out = nest(df, Diagnostics())
-    return {r: (p, d, s) for r, p, d, s in out.select("row", "parent", "depth", "self_ns").iter_rows()}
+    rows = out.select("row", "parent", "depth", "self_ns").iter_rows()
+    return {r: (p, d, s) for r, p, d, s in rows}
 
 
 @settings(max_examples=150, deadline=None)

@@ -69,7 +69,7 @@ def test_every_event_comes_back_exactly(events: list[dict]) -> None:
         assert df.equals(mem)
     assert df.height == len(events)
     kinds = {"X": "span", "i": "instant", "C": "counter"}
-    for e, r in zip(events, df.iter_rows(named=True)):
+    for e, r in zip(events, df.iter_rows(named=True), strict=False):
         assert r["name"] == e["name"]
         assert r["kind"] == kinds[e["ph"]]
         assert r["start_ns"] == e["ts"]
