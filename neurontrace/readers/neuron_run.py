@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress, Reader, Source, rank_from_name
 from neurontrace.readers.jsonstream import read_head
@@ -131,8 +132,6 @@ class RunReader:
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         folders = capture_folders(path)
         if len(folders) != 1:
-            from neurontrace.errors import BadInput
-
             raise BadInput(f"{path}: holds {len(folders)} captures; convert it to a folder")
         return read_capture(inspect(folders[0]), None, diag, progress)
 
@@ -165,8 +164,6 @@ def read_capture(cap: Capture, cache: Path | None, diag: Diagnostics,
                           DeviceJsonReader.name) for r, _ in neuron):
         for capture, args in _raw(cap):
             if cache is None:
-                from neurontrace.errors import BadInput
-
                 raise BadInput(f"{capture}: a raw capture is read through convert")
             neuron.append((ExplorerReader(), explorer_output(args, capture, cache)))
     for reader, path in neuron:
