@@ -35,8 +35,12 @@ _NARROW = (
     # Readers that know these better than the assembler supply them (Neuron Explorer
     # gives tracks and flow ids per row); they stay in memory for the derivations.
     S.TRACK, S.FLOW_IDS,
+    # The execution/time link fallbacks need a row's NeuronCore and execution.
+    S.DEVICE_COL, S.EXECUTION,
 )
-_CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, "pid_label", "tid_label", S.TRACK)
+#: Columns a reader may give for some rows, which the derivations complete.
+_COMPLETED = (S.TRACK, S.FLOW_IDS)
+_CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, "pid_label", "tid_label", S.TRACK, S.EXECUTION)
 
 
 class Assembled:
@@ -61,7 +65,7 @@ class Assembled:
                 names = raw.schema.names
                 cols = []
                 for c in S.COLUMNS:
-                    if c.name in names:
+                    if c.name in names and c.name not in _COMPLETED:
                         arr = raw.column(c.name)
                         if c.name == S.START_NS and base:
                             arr = pc.add(arr, pa.scalar(base, pa.int64()))
@@ -126,7 +130,8 @@ def _spill(ev: Events, spill: Path) -> pl.DataFrame:
     for c, t in ((S.LAYER, pl.Categorical), (S.CATEGORY, pl.Categorical),
                  (S.KIND, pl.Categorical), ("pid_label", pl.Categorical),
                  ("tid_label", pl.Categorical), (S.PID, pl.Int64), (S.TID, pl.Int64),
-                 (S.EXTERNAL_ID, pl.Int64), (S.CORRELATION, pl.Int64)):
+                 (S.EXTERNAL_ID, pl.Int64), (S.CORRELATION, pl.Int64),
+                 (S.DEVICE_COL, pl.Int64), (S.EXECUTION, pl.Categorical)):
         if c not in narrow.columns:
             narrow = narrow.with_columns(pl.lit(None, t).alias(c))
     return narrow
@@ -135,11 +140,15 @@ def _spill(ev: Events, spill: Path) -> pl.DataFrame:
 def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -> pl.DataFrame:
     df = df.with_row_index(S.ROW).with_columns(pl.col(S.ROW).cast(_I64))
     rows = df.select(S.ROW)
-    df = df.hstack(_aligned(rows, _lanes(df, ev)))
+    lanes = _aligned(rows, _lanes(df, ev))
+    df = df.drop(S.TRACK, strict=False).hstack(lanes)
     df = df.hstack(_aligned(rows, _nesting(df, diag)))
     df = df.hstack(_aligned(rows, _steps(df, ev)))
-    if S.FLOW_IDS not in df.columns:
-        df = df.hstack(_aligned(rows, _flows(df, ev, diag)))
+    flows = _aligned(rows, _flows(df, ev, diag))
+    if S.FLOW_IDS in df.columns:  # given by the reader; flow events fill the rest
+        df = df.with_columns(pl.coalesce(pl.col(S.FLOW_IDS), flows.get_column(S.FLOW_IDS)))
+    else:
+        df = df.hstack(flows)
     df = df.hstack(_aligned(rows, _framework_rows(df, diag)))
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
     return df.with_columns(pl.lit(r, _I64).alias(S.RANK))
@@ -151,25 +160,32 @@ def _aligned(rows: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
 
 
 def _lanes(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
-    """A lane id per (pid, tid) and its readable name."""
+    """A lane id per (pid, tid, given track) and its readable name.
+
+    A reader may give ``track`` for some rows (Neuron device rows) and leave it null for
+    others (host threads), which are then named from pid/tid like any trace's threads.
+    """
     keys = [S.PID, S.TID, "pid_label", "tid_label"]
     if S.TRACK in df.columns:
         keys.append(S.TRACK)
     lanes = df.select(keys).unique(maintain_order=True).with_row_index("lane")
     narrow = df.select(S.ROW, *keys)
-    if S.TRACK in df.columns:
-        return narrow.join(lanes, on=keys, how="left", nulls_equal=True).select(S.ROW, "lane")
     layer_of_lane = (
         df.group_by(keys, maintain_order=True).agg(pl.col(S.LAYER).first())
     )
     lanes = lanes.join(layer_of_lane, on=keys, how="left", nulls_equal=True)
+    given = (lanes.get_column(S.TRACK).cast(pl.String).to_list() if S.TRACK in keys
+             else [None] * lanes.height)
     names = [
-        _track_name(pid, tid, pl_, tl, layer, ev)
-        for pid, tid, pl_, tl, layer in lanes.select(*keys, S.LAYER).iter_rows()
+        track if track is not None else _track_name(pid, tid, pl_, tl, layer, ev)
+        for (pid, tid, pl_, tl, layer), track in zip(
+            lanes.select(*keys[:4], S.LAYER).iter_rows(), given, strict=True)
     ]
-    lanes = lanes.with_columns(pl.Series(S.TRACK, names, pl.String)).drop(S.LAYER)
+    lanes = lanes.select(*keys, "lane").with_columns(
+        pl.Series("_track", names, pl.String)
+    )
     return narrow.join(lanes, on=keys, how="left", nulls_equal=True).select(
-        S.ROW, "lane", S.TRACK
+        S.ROW, "lane", pl.col("_track").alias(S.TRACK)
     )
 
 
@@ -270,6 +286,10 @@ def _flows(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
     return bound.group_by(S.ROW).agg(pl.col("flow_id").unique().sort().alias(S.FLOW_IDS))
 
 
+#: Hops followed along flow arrows (framework dispatch -> runtime -> hardware is two).
+_FLOW_HOPS = 4
+
+
 def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
     """``framework_row`` and ``link`` for runtime and device rows, first match wins:
 
@@ -278,12 +298,22 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
     2. ``nesting``: for runtime calls, the innermost framework op enclosing them on the
        same thread;
     3. ``correlation``: the runtime call with the same ``correlation``, through its link;
-    4. ``flow``: a framework row, or a row linked by 1-3, sharing a flow arrow.
+    4. ``flow``: a framework row, or a row linked by 1-3, sharing a flow arrow; followed
+       over a few hops (framework dispatch -> runtime -> hardware);
+    5. ``execution``: another row of the same device ``execution`` that has a link (the
+       instructions of an execution belong to whoever started it; runtime rows first);
+    6. ``time``: for a device execution still unlinked, the latest linked runtime call on
+       the same ``device`` that started at or before the execution's first row::
+
+           thread   |---- aten::mul ----|
+                       |- nrt_execute -|           runtime: nesting -> aten::mul
+           nc 0                  |== exec 7 ==|    device rows of exec 7: time -> aten::mul
 
     Framework rows themselves have no ``framework_row``.
     """
     df = df.select(
-        S.ROW, S.LAYER, S.CATEGORY, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS, S.PARENT
+        S.ROW, S.LAYER, S.CATEGORY, S.START_NS, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS,
+        S.PARENT, S.DEVICE_COL, S.EXECUTION,
     )
     not_fw = pl.col(S.LAYER) != S.FRAMEWORK
     nested = _nearest_framework_ancestor(df)
@@ -321,24 +351,39 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
         .group_by("_fid")
         .agg(pl.col("_flow_row").first())
     )
-    via_flow = (
+    todo = (
         df.filter(not_fw & known.is_null() & pl.col(S.FLOW_IDS).is_not_null())
         .select(S.ROW, pl.col(S.FLOW_IDS).alias("_fid"))
         .explode("_fid")
-        .join(flow_src, on="_fid")
-        .group_by(S.ROW)
-        .agg(pl.col("_flow_row").first())
     )
+    hops = []
+    for _ in range(_FLOW_HOPS):
+        hit = todo.join(flow_src, on="_fid").group_by(S.ROW).agg(pl.col("_flow_row").first())
+        if hit.height == 0:
+            break
+        hops.append(hit)
+        reached = todo.join(hit, on=S.ROW).select("_fid", "_flow_row")
+        flow_src = pl.concat([flow_src, reached.join(flow_src, on="_fid", how="anti")
+                              .group_by("_fid").agg(pl.col("_flow_row").first())])
+        todo = todo.join(hit, on=S.ROW, how="anti")
+    via_flow = pl.concat(hops) if hops else pl.DataFrame(
+        schema={S.ROW: _I64, "_flow_row": _I64})
     df = df.join(via_flow, on=S.ROW, how="left")
+    df = df.with_columns(
+        pl.coalesce("_ext_row", "_nest_row", "_corr_row", "_flow_row").alias("_linked"))
+    df = df.join(_by_execution(df), on=S.ROW, how="left")
+    df = df.join(_by_time(df), on=S.ROW, how="left")
     link = (
         pl.when(pl.col("_ext_row").is_not_null()).then(pl.lit("external_id"))
         .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
         .when(pl.col("_corr_row").is_not_null()).then(pl.lit("correlation"))
         .when(pl.col("_flow_row").is_not_null()).then(pl.lit("flow"))
+        .when(pl.col("_exec_row").is_not_null()).then(pl.lit("execution"))
+        .when(pl.col("_time_row").is_not_null()).then(pl.lit("time"))
     )
     out = df.select(
         S.ROW,
-        pl.coalesce("_ext_row", "_nest_row", "_corr_row", "_flow_row").alias(S.FRAMEWORK_ROW),
+        pl.coalesce("_linked", "_exec_row", "_time_row").alias(S.FRAMEWORK_ROW),
         link.alias(S.LINK),
         not_fw.alias("_not_fw"),
     )
@@ -347,7 +392,7 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
         diag.warn(
             "unlinked",
             f"{unlinked} runtime/device row(s) have no framework op (no External id, "
-            "correlation, flow or enclosing op links them)",
+            "correlation, flow, enclosing op or execution links them)",
             unlinked,
         )
     return out.drop("_not_fw")
@@ -395,3 +440,40 @@ def _external_id_links(df: pl.DataFrame, diag: Diagnostics) -> bool:
         )
         return False
     return True
+
+
+def _by_execution(df: pl.DataFrame) -> pl.DataFrame:
+    """Rows of one device execution share the link of its linked rows (runtime first)."""
+    ex = df.filter(pl.col(S.EXECUTION).is_not_null() & (pl.col(S.LAYER) != S.FRAMEWORK))
+    owner = (
+        ex.filter(pl.col("_linked").is_not_null())
+        .sort(pl.col(S.LAYER) != S.RUNTIME, S.START_NS)
+        .group_by(S.EXECUTION).agg(pl.col("_linked").first().alias("_exec_row"))
+    )
+    return ex.filter(pl.col("_linked").is_null()).select(S.ROW, S.EXECUTION).join(
+        owner, on=S.EXECUTION
+    ).select(S.ROW, "_exec_row")
+
+
+def _by_time(df: pl.DataFrame) -> pl.DataFrame:
+    """An unlinked device execution belongs to the latest linked runtime call on the same
+    device that started at or before the execution's first row."""
+    empty = pl.DataFrame(schema={S.ROW: _I64, "_time_row": _I64})
+    open_ = df.filter(
+        (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.EXECUTION).is_not_null()
+        & pl.col("_linked").is_null() & pl.col("_exec_row").is_null()
+    )
+    calls = df.filter(
+        (pl.col(S.LAYER) == S.RUNTIME) & pl.col("_linked").is_not_null()
+        & pl.col(S.DEVICE_COL).is_not_null()
+    ).select(S.DEVICE_COL, _t=S.START_NS, _time_row="_linked").sort("_t")
+    if open_.height == 0 or calls.height == 0:
+        return empty
+    execs = open_.group_by(S.EXECUTION).agg(
+        pl.col(S.START_NS).min().alias("_t"), pl.col(S.DEVICE_COL).drop_nulls().first()
+    ).drop_nulls(S.DEVICE_COL).sort("_t")
+    owner = execs.join_asof(calls, on="_t", by=S.DEVICE_COL, strategy="backward",
+                            check_sortedness=False)  # both sorted by _t above
+    return open_.select(S.ROW, S.EXECUTION).join(
+        owner.select(S.EXECUTION, "_time_row").drop_nulls(), on=S.EXECUTION
+    ).select(S.ROW, "_time_row")

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,9 +18,12 @@ from neurontrace.assemble import Assembled, assemble
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat
 from neurontrace.readers import detect
-from neurontrace.readers.base import Progress
+from neurontrace.readers.base import Progress, Source
 
 PathLike = str | os.PathLike[str]
+
+#: Folder next to the output where external converters (neuron-explorer) write.
+CACHE_DIR = ".neurontrace-cache"
 
 
 @dataclass
@@ -33,13 +37,14 @@ class Converted:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
 
 
-def _assemble(path: Path, fmt: str | None, rank: int | None, progress: Progress | None,
+def _assemble(src: Source, rank: int | None, progress: Progress | None,
               diag: Diagnostics, workdir: Path | None) -> tuple[Assembled, dict[bytes, bytes]]:
-    reader = detect(path, fmt)
-    ev = reader.read(path, diag, progress)
+    ev = src.read(diag, progress)
+    if ev.rank is None:
+        ev.rank = src.rank
     built = assemble(ev, diag, rank=rank, workdir=workdir)
     meta = store.metadata(
-        source=[{"path": str(path), "format": reader.name, "bytes": _size(path)}],
+        source=[{"path": str(src.path), "format": src.format, "bytes": _size(src.path)}],
         trace=ev.trace,
         clock=ev.clock,
         warnings=dict(diag.counts),
@@ -50,18 +55,21 @@ def _assemble(path: Path, fmt: str | None, rank: int | None, progress: Progress 
 def load(src: PathLike, fmt: str | None = None, rank: int | None = None,
          diag: Diagnostics | None = None) -> pa.Table:
     """Read one trace straight into the event table (in memory; no file written)."""
-    built, meta = _assemble(
-        Path(src), fmt, rank, None, diag if diag is not None else Diagnostics(), None
-    )
-    try:
-        return built.table().replace_schema_metadata(meta)
-    finally:
-        built.close()
+    with tempfile.TemporaryDirectory(prefix="neurontrace-cache-") as cache:
+        sources, _, _ = inputs_of([src], fmt, Path(cache))
+        if len(sources) != 1:
+            raise BadInput(f"{src}: holds {len(sources)} traces; use convert to a folder")
+        built, meta = _assemble(sources[0], rank, None,
+                                 diag if diag is not None else Diagnostics(), None)
+        try:
+            return built.table().replace_schema_metadata(meta)
+        finally:
+            built.close()
 
 
-def _write(path: Path, dst: Path, fmt: str | None, rank: int | None,
+def _write(src: Source, dst: Path, rank: int | None,
            progress: Progress | None, diag: Diagnostics) -> int:
-    built, meta = _assemble(path, fmt, rank, progress, diag, dst.parent)
+    built, meta = _assemble(src, rank, progress, diag, dst.parent)
     try:
         store.write_batches(built.batches(), dst, meta)
         return built.num_rows
@@ -75,29 +83,69 @@ def _size(path: Path) -> int:
     return path.stat().st_size
 
 
-def inputs_of(srcs: Sequence[PathLike], fmt: str | None) -> tuple[list[Path], list[Path]]:
-    """Expand folders into the traces they hold; (inputs, skipped files)."""
-    found: list[Path] = []
+def _sources_of(path: Path, fmt: str | None, cache: Path) -> tuple[list[Source], bool]:
+    """``path`` as the sources it holds (its reader's expansion, else itself), and
+    whether its reader always writes a dataset folder (a run folder, one file per rank)."""
+    reader = detect(path, fmt)
+    expand = getattr(reader, "expand", None)
+    if expand is not None:
+        sources: list[Source] = expand(path, cache)
+        return sources, bool(getattr(reader, "dataset", False))
+    return [Source(path, reader.name, partial(reader.read, path), _stem(path))], False
+
+
+def inputs_of(srcs: Sequence[PathLike], fmt: str | None,
+              cache: Path) -> tuple[list[Source], list[Path], bool]:
+    """Expand inputs into sources: (sources, skipped files, whether they make a dataset).
+
+    A folder that a reader claims as a whole (a Neuron Explorer output, a run folder)
+    is read by that reader; any other folder is walked (hidden entries skipped) and
+    each file or claimed folder in it detected.
+    """
+    found: list[Source] = []
     skipped: list[Path] = []
+    dataset = len(srcs) > 1
     for s in srcs:
         p = Path(s)
-        if p.is_dir():
-            for f in sorted(q for q in p.rglob("*") if q.is_file()):
-                try:
-                    detect(f, fmt)
-                    found.append(f)
-                except UnknownFormat:
-                    skipped.append(f)
-        elif p.exists():
-            found.append(p)
-        else:
+        if not p.exists():
             raise BadInput(f"{p}: no such file or folder")
+        if p.is_dir() and not _claimed(p, fmt):
+            dataset = True
+            _walk(p, fmt, cache, found, skipped)
+        else:
+            expanded, always = _sources_of(p, fmt, cache)
+            dataset = dataset or always or len(expanded) != 1
+            found.extend(expanded)
     if not found:
         raise BadInput(
             f"{', '.join(str(s) for s in srcs)}: no trace found"
             + (f" ({len(skipped)} file(s) of no known format)" if skipped else "")
         )
-    return found, skipped
+    return found, skipped, dataset
+
+
+def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
+          skipped: list[Path]) -> None:
+    for q in sorted(folder.iterdir()):
+        if q.name.startswith("."):
+            continue
+        if q.is_dir() and not _claimed(q, fmt):
+            _walk(q, fmt, cache, found, skipped)
+            continue
+        try:
+            found.extend(_sources_of(q, fmt, cache)[0])
+        except UnknownFormat:
+            skipped.append(q)
+
+
+def _claimed(folder: Path, fmt: str | None) -> bool:
+    if fmt is not None:
+        return detect(folder, fmt).sniff(folder, b"")
+    try:
+        detect(folder, fmt)
+    except UnknownFormat:
+        return False
+    return True
 
 
 def convert(
@@ -109,30 +157,30 @@ def convert(
 ) -> Converted:
     """Convert ``src`` to Parquet at ``dst``.
 
-    One input file becomes one Parquet file. Several inputs, or a folder, become a
-    dataset folder partitioned by rank (``dst/rank=N/<input>.parquet``). Outputs appear
-    only when complete: a failure leaves nothing at ``dst``.
+    One input file becomes one Parquet file. Several inputs, a folder, or an input that
+    holds several traces (a Neuron run folder) become a dataset folder partitioned by
+    rank (``dst/rank=N/<input>.parquet``). Outputs appear only when complete: a failure
+    leaves nothing at ``dst``. External converters (``neuron-explorer``) write into
+    ``.neurontrace-cache/`` next to ``dst``.
     """
     srcs = [src] if isinstance(src, (str, os.PathLike)) else list(src)
-    single = len(srcs) == 1 and not Path(srcs[0]).is_dir()
     out = Converted()
-    files, out.skipped = inputs_of(srcs, fmt)
-    out.inputs = files
     dst = Path(dst)
-    if single:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        out.rows = _write(files[0], dst, fmt, rank, progress, out.diagnostics)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    sources, out.skipped, dataset = inputs_of(srcs, fmt, dst.parent / CACHE_DIR)
+    out.inputs = [s.path for s in sources]
+    if not dataset:
+        out.rows = _write(sources[0], dst, rank, progress, out.diagnostics)
         out.outputs.append(dst)
         return out
-    dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))
     try:
         names: set[str] = set()
-        for f in files:
+        for source in sources:
             diag = Diagnostics()
-            name = _unique(_stem(f), names)
+            name = _unique(source.name, names)
             staged = tmp / f"{name}.parquet"
-            out.rows += _write(f, staged, fmt, rank, progress, diag)
+            out.rows += _write(source, staged, rank, progress, diag)
             out.diagnostics.merge(diag)
             r = _rank_of(staged)
             target = tmp / f"rank={r}" / staged.name

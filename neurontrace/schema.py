@@ -115,7 +115,7 @@ COLUMNS: tuple[Column, ...] = (
     Column(FRAMEWORK_ROW, _I64, True, "`row` of the framework op that this runtime or "
            "device event belongs to (its launcher); null where no link was found."),
     Column(LINK, _STR, True, "How `framework_row` was found: `external_id`, "
-           "`correlation`, `flow`, `nesting` or `time`."),
+           "`correlation`, `flow`, `nesting`, `execution` or `time`."),
     Column(BYTES, _I64, True, "Bytes moved or allocated, where the source says "
            "(`bytes`, `Bytes`, `size`)."),
     Column(STEP, _I64, True, "N of the `ProfilerStep#N` span the event starts in."),

@@ -12,9 +12,21 @@ from neurontrace.errors import BadInput, UnknownFormat
 from neurontrace.readers.base import Events, Reader
 from neurontrace.readers.jsonstream import read_head
 from neurontrace.readers.kineto import KinetoReader
+from neurontrace.readers.neuron_device_json import DeviceJsonReader, SummaryJsonReader
+from neurontrace.readers.neuron_json import LiveFetchReader, SystemJsonReader
+from neurontrace.readers.neuron_parquet import ExplorerReader
+from neurontrace.readers.neuron_raw import RawReader
+from neurontrace.readers.neuron_run import RunReader
 
 READERS: dict[str, Reader] = {
     "kineto": KinetoReader(),
+    "neuron-explorer": ExplorerReader(),
+    "neuron-run": RunReader(),
+    "neuron-raw": RawReader(),
+    "neuron-system-json": SystemJsonReader(),
+    "neuron-live-json": LiveFetchReader(),
+    "neuron-device-json": DeviceJsonReader(),  # before summary-json: it holds a summary too
+    "neuron-summary-json": SummaryJsonReader(),
 }
 
 __all__ = ["READERS", "Events", "Reader", "detect"]

@@ -67,6 +67,32 @@ class Reader(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Source:
+    """One input of a conversion: what to read, as which format, and what to call it.
+
+    A plain file is one source read by its reader. A reader whose inputs are folders
+    holding several traces (a Neuron run folder: one per rank) or captures that need an
+    external converter (a raw Neuron capture) implements :meth:`Expanding.expand`, which
+    returns the sources instead; ``convert`` consults it before any per-file walk.
+    """
+
+    path: Path  # named in messages and in the output's metadata
+    format: str  # the reader's name
+    read: Callable[[Diagnostics, Progress | None], Events]
+    name: str  # output file stem within a dataset folder
+    rank: int | None = None  # rank to record when the trace itself names none
+
+
+class Expanding(Protocol):
+    """A reader that turns one input into several sources (or a converted one)."""
+
+    def expand(self, path: Path, cache: Path) -> list[Source]:
+        """The sources ``path`` holds; ``cache`` is a folder next to the output where
+        an external converter may write (kept between runs, never inside the input)."""
+        ...
+
+
 def rank_from_name(name: str) -> int | None:
     """A rank written into a file name (``rank_3``, ``rank-3``, ``rank3``)."""
     m = re.search(r"rank[_-]?(\d+)", name, re.IGNORECASE)

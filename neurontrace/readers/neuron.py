@@ -1,0 +1,164 @@
+"""Vocabulary shared by the Neuron readers: layers, tracks, executions, the batch shape.
+
+Every Neuron reader (Explorer Parquet, legacy JSON, live fetch, run folders) builds a
+Polars frame per chunk of events and hands it to :func:`to_batch`, so all of them
+produce the same columns and name tracks and executions the same way::
+
+    layer    track                          execution
+    device   nc 0 / tensor                  nc0:exec7   (Instruction rows of execution 7)
+    device   nc 0 / pcore 1 / tensor        nc0:exec7   (the source names a physical core)
+    device   nc 0 / nc_exec_running         nc0:exec7
+    runtime  (derived: thread <tid>)        null
+
+Host rows (framework and runtime) get no track here: the assembler names them from
+``pid``/``tid`` exactly as it names a Kineto trace's threads, so that a runtime call
+and the framework op it runs inside share a lane and nest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import polars as pl
+import pyarrow as pa
+
+from neurontrace import schema as S
+
+#: System-trace events that happen on the device (documented vocabulary, formats.md §5).
+HARDWARE_EVENTS = frozenset({
+    "nc_exec_running", "cc_running", "cc_exec_barrier", "numerical_err",
+    "nrt_model_switch", "timestamp_sync_point", "hw_notify",
+})
+EXEC_EVENT = "nc_exec_running"
+SYNC_EVENT = "timestamp_sync_point"
+
+#: Legacy JSON ``type`` of a framework event (11 is a runtime API event).
+FRAMEWORK_TYPE = 99999
+
+#: A time at or after this many ns is taken as epoch-based (1970 + 11.6 days); device
+#: timelines relative to a profile's start are far below it.
+EPOCH_MIN_NS = 10**15
+
+PID_LABEL = "pid_label"
+TID_LABEL = "tid_label"
+
+BATCH_SCHEMA = pa.schema([
+    (S.LAYER, pa.string()),
+    (S.CATEGORY, pa.string()),
+    (S.NAME, pa.string()),
+    (S.KIND, pa.string()),
+    (S.START_NS, pa.int64()),
+    (S.DUR_NS, pa.int64()),
+    (S.PID, pa.int64()),
+    (S.TID, pa.int64()),
+    (PID_LABEL, pa.string()),
+    (TID_LABEL, pa.string()),
+    (S.TRACK, pa.string()),
+    (S.DEVICE_COL, pa.int64()),
+    (S.STREAM, pa.int64()),
+    (S.BYTES, pa.int64()),
+    (S.FLOW_IDS, pa.list_(pa.string())),
+    (S.EXECUTION, pa.string()),
+    (S.INSTANCE_ID, pa.string()),
+    (S.ARGS, pa.string()),
+])
+
+_POLARS_TYPES: dict[str, pl.DataType] = {
+    f.name: pl.List(pl.String) if pa.types.is_list(f.type)
+    else pl.Int64() if f.type == pa.int64() else pl.String()
+    for f in BATCH_SCHEMA
+}
+
+#: Prefix of flow ids from Neuron sources (``flow_ids`` holds ``<category>:<id>``).
+FLOW_PREFIX = "neuron:"
+
+
+def to_batch(df: pl.DataFrame) -> pa.RecordBatch:
+    """A frame holding any subset of :data:`BATCH_SCHEMA`'s columns, as a batch of it."""
+    cols = [
+        df.get_column(name).cast(t) if name in df.columns
+        else pl.Series(name, [None] * df.height, t)
+        for name, t in _POLARS_TYPES.items()
+    ]
+    table = pl.DataFrame(cols).to_arrow().cast(BATCH_SCHEMA).combine_chunks()
+    if table.num_rows == 0:
+        return pa.RecordBatch.from_pylist([], schema=BATCH_SCHEMA)
+    return table.to_batches()[0]
+
+
+def engine(name: pl.Expr) -> pl.Expr:
+    """Engine names as one spelling: ``Tensor``, ``tensor`` -> ``tensor``."""
+    return name.str.strip_chars().str.to_lowercase()
+
+
+def device_track(nc: pl.Expr, lane: pl.Expr, pcore: pl.Expr | None = None) -> pl.Expr:
+    """``nc 0 / tensor``; with a physical core ``nc 0 / pcore 1 / tensor``."""
+    nc_text = pl.coalesce(nc.cast(pl.String), pl.lit("?"))
+    parts = [pl.lit("nc "), nc_text, pl.lit(" / ")]
+    if pcore is not None:
+        parts = [*parts, pl.when(pcore.is_not_null()).then(
+            pl.concat_str(pl.lit("pcore "), pcore.cast(pl.String), pl.lit(" / "))
+        ).otherwise(pl.lit(""))]
+    return pl.concat_str([*parts, lane])
+
+
+def execution_key(nc: pl.Expr, exec_id: pl.Expr) -> pl.Expr:
+    """``nc0:exec7``: one execution of a NEFF on a logical NeuronCore. With LNC=2 the
+    rows of both physical cores carry the same key."""
+    return pl.when(exec_id.is_not_null()).then(pl.concat_str(
+        pl.lit("nc"), pl.coalesce(nc.cast(pl.String), pl.lit("?")),
+        pl.lit(":exec"), exec_id.cast(pl.String),
+    ))
+
+
+def args_json(df: pl.DataFrame, columns: Iterable[str],
+              raw_json: str | None = None) -> pl.Series:
+    """The given columns as one JSON object per row (nulls kept as ``null``).
+
+    ``raw_json`` names a column already holding JSON text (Explorer's
+    ``extra_attributes_json``); it is embedded unchanged under its own key.
+    """
+    cols = [c for c in columns if c in df.columns and c != raw_json]
+    if cols:
+        body = df.select(pl.struct(cols).struct.json_encode().alias("a")).get_column("a")
+    else:
+        body = pl.Series("a", ["{}"] * df.height, pl.String)
+    if raw_json is None or raw_json not in df.columns:
+        return body.alias(S.ARGS)
+    raw = df.get_column(raw_json).cast(pl.String)
+    out = pl.DataFrame({"b": body, "r": raw}).select(
+        pl.when(pl.col("r").is_null() | (pl.col("r").str.strip_chars() == ""))
+        .then(pl.col("b"))
+        .otherwise(pl.concat_str(
+            pl.lit('{"' + raw_json + '":'), pl.col("r"),
+            pl.when(pl.col("b") == "{}").then(pl.lit("}"))
+            .otherwise(pl.concat_str(pl.lit(","), pl.col("b").str.slice(1))),
+        ))
+    )
+    return out.to_series().alias(S.ARGS)
+
+
+def int_or_label(values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Ids that may be numbers or text (``"1234"``, ``"Spans"``): int64 where the value
+    is an integer (text digits included), and the original text where it is not."""
+    text = values.cast(pl.String)
+    num = text.str.strip_chars().cast(pl.Int64, strict=False)
+    label = pl.DataFrame({"t": text, "n": num}).select(
+        pl.when(pl.col("n").is_null()).then(pl.col("t"))
+    ).to_series()
+    return num, label
+
+
+_NUM = re.compile(r"\d+")
+
+
+def numeric_ids(name: str) -> list[str]:
+    """The digit runs of a file name, longest first: how NEFF and NTFF files pair up."""
+    return sorted(_NUM.findall(name), key=len, reverse=True)
+
+
+def nc_from_name(name: str) -> int | None:
+    """The NeuronCore a device capture belongs to, from ``_vnc_3`` or ``nc_3``."""
+    m = re.search(r"(?:^|_)v?nc_(\d+)", name)
+    return int(m.group(1)) if m else None

@@ -1,0 +1,132 @@
+"""Placing a device-relative timeline (NeuronCore instructions, DMA) on host time.
+
+Device tables count nanoseconds from the start of a device profile; the system trace
+counts epoch nanoseconds on the host. The two clocks are not synchronised, so placement
+is an estimate, and the method and its uncertainty go into the output's metadata. In
+order of preference:
+
+1. ``epoch``: device times already look epoch-based (>= 1e15 ns): kept.
+2. ``execution_windows``: executions as the device saw them (``ExecutionInfo``) paired,
+   in order, with the same NeuronCore's ``nc_exec_running`` spans on the host. Each
+   device row moves by its own execution's offset and takes that execution's key::
+
+       host    |--- exec 0 ---|          |--- exec 1 ---|      nc_exec_running (epoch)
+       device  |-- exec 0 --|        |-- exec 1 --|            ExecutionInfo (relative)
+               offset_0 = h0 - d0    offset_1 = h1 - d1
+
+   Uncertainty: the largest difference between the two durations of one execution.
+3. ``timestamp_sync_point``: host and device time of sync events:
+   ``host = sync_host + (t_device - sync_device)``, with the median offset; uncertainty:
+   the spread of the offsets.
+4. ``first_execution``: no ExecutionInfo, but ``nc_exec_running`` spans: the first
+   device row is put at the start of the first execution; uncertainty not estimated.
+5. ``none``: nothing to place by; device rows stay on their own timeline (warned).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from neurontrace import schema as S
+from neurontrace.readers.neuron import EPOCH_MIN_NS
+
+_I64 = pl.Int64
+
+
+@dataclass
+class Placement:
+    method: str
+    #: per-execution offsets: columns ``d_start`` (device), ``offset``, ``execution``;
+    #: empty for one offset for all rows.
+    windows: pl.DataFrame | None = None
+    offset: int = 0
+    uncertainty_ns: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Shift ``start_ns`` of device rows, and add ``execution`` (the window's key
+        where windows place them, else null). ``df`` must not have ``execution`` yet."""
+        if self.windows is None or self.windows.height == 0:
+            return df.with_columns(pl.col(S.START_NS) + self.offset,
+                                   pl.lit(None, pl.String).alias(S.EXECUTION))
+        w = self.windows.sort("d_start")
+        first = int(w.get_column("offset")[0])
+        return (
+            df.with_row_index("_i")
+            .sort(S.START_NS)
+            .join_asof(w, left_on=S.START_NS, right_on="d_start", strategy="backward")
+            .sort("_i")
+            # Rows before the first window move with the first one.
+            .with_columns(pl.col(S.START_NS) + pl.col("offset").fill_null(first))
+            .drop("_i", "d_start", "offset")
+        )
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": self.method, "uncertainty_ns": self.uncertainty_ns}
+        if self.windows is not None:
+            out["executions_paired"] = self.windows.height
+        elif self.offset:
+            out["offset_ns"] = self.offset
+        out.update(self.details)
+        return out
+
+
+def place(device_start: int | None, executions: pl.DataFrame | None,
+          host: pl.DataFrame | None, syncs: pl.DataFrame | None) -> Placement:
+    """Choose how to place a device timeline.
+
+    ``device_start``: earliest device row (None: no device rows).
+    ``executions``: ``d_start``, ``d_end`` per execution, device clock, in order.
+    ``host``: ``start``, ``end``, ``execution`` of ``nc_exec_running`` on this NeuronCore
+    (one row per execution, LNC=2 duplicates merged), host epoch ns.
+    ``syncs``: ``host_ts``, ``device_ts`` of ``timestamp_sync_point`` events.
+    """
+    if device_start is None:
+        return Placement("none", details={"note": "no device rows"})
+    if device_start >= EPOCH_MIN_NS:
+        return Placement("epoch", uncertainty_ns=0,
+                         details={"note": "device times are already epoch nanoseconds"})
+    if executions is not None and executions.height and host is not None and host.height:
+        return _by_windows(executions, host)
+    if syncs is not None and syncs.height:
+        stats = syncs.select(
+            (pl.col("host_ts") - pl.col("device_ts")).median().round().cast(pl.Int64)
+            .alias("median"),
+            ((pl.col("host_ts") - pl.col("device_ts")).max()
+             - (pl.col("host_ts") - pl.col("device_ts")).min()).alias("spread"),
+        ).row(0, named=True)
+        return Placement("timestamp_sync_point", offset=stats["median"],
+                         uncertainty_ns=stats["spread"], details={"sync_points": syncs.height})
+    if host is not None and host.height:
+        first = int(host.get_column("start").min())  # type: ignore[arg-type]
+        return Placement("first_execution", offset=first - device_start,
+                         details={"note": "first device row put at the start of the "
+                                  "first nc_exec_running; uncertainty not estimated"})
+    return Placement("none", details={
+        "note": "no ExecutionInfo, nc_exec_running or timestamp_sync_point to place the "
+                "device timeline by: device rows keep device-relative times"})
+
+
+def _by_windows(executions: pl.DataFrame, host: pl.DataFrame) -> Placement:
+    d = executions.sort("d_start").with_row_index("k")
+    h = host.sort("start").with_row_index("k")
+    pairs = d.join(h, on="k", how="inner")
+    windows = pairs.select(
+        pl.col("d_start").cast(_I64),
+        (pl.col("start") - pl.col("d_start")).cast(_I64).alias("offset"),
+        pl.col("execution").alias(S.EXECUTION),
+    )
+    drift = pairs.select(
+        ((pl.col("end") - pl.col("start")) - (pl.col("d_end") - pl.col("d_start")))
+        .abs().max()
+    ).item()
+    details: dict[str, Any] = {}
+    if d.height != h.height:
+        details["note"] = (f"{d.height} device executions, {h.height} host executions: "
+                           f"the first {pairs.height} paired in order")
+    return Placement("execution_windows", windows=windows,
+                     uncertainty_ns=int(drift) if drift is not None else None,
+                     details=details)

@@ -1,0 +1,214 @@
+"""Neuron device-profile JSON and ``summary-json``.
+
+Device profile (``neuron-explorer view --output-format json -n x.neff -s y.ntff``;
+``ntff.json`` or ``device_profile_model_<id>.json``): keys ``summary`` (a list of one
+object), ``instruction``, sometimes ``dma``, ``instruction_usage``, ``metadata``.
+
+The time unit of ``timestamp``/``duration`` is disputed (the docs say ns since the
+execution started; a user measured picoseconds), so it is calibrated: the span of the
+instructions is compared with ``summary.total_time`` (seconds)::
+
+    span / total_time  ~ 1     -> nanoseconds
+    span / total_time  ~ 1000  -> picoseconds (divided by 1000, rounded half up)
+    otherwise, or no summary   -> nanoseconds as documented, with a warning
+
+The choice and the ratio go into the output's clock metadata. A device profile alone has
+no host time, so its rows stay on the device timeline (starting where the file starts).
+
+``summary-json`` comes in three shapes: keyed by core (``{"n_abc": {...}}``), flat
+(``{"total_time": ...}``) and ``{"Summary": [...]}``; it holds no events, and its rows are
+kept in the output's ``neurontrace.trace`` metadata under ``neuron.tables.Summary``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+import pyarrow as pa
+
+from neurontrace import schema as S
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput
+from neurontrace.readers import neuron as N
+from neurontrace.readers.base import Events, Progress
+from neurontrace.readers.jsonstream import open_binary
+
+_DEVICE_HEAD = re.compile(rb'"(summary|instruction|dma|instruction_usage)"\s*:\s*\[')
+#: (low, high, unit, divisor): accepted ratios of instruction span to total_time.
+UNITS = ((0.5, 2.0, "ns", 1), (500.0, 2000.0, "ps", 1000))
+_INSTR_USED = ("timestamp", "duration", "opcode", "label")
+_DMA_USED = ("timestamp", "duration", "queue", "transfer_size")
+
+
+def _load(path: Path) -> Any:
+    try:
+        with open_binary(path) as f:
+            return msgspec.json.decode(f.read())
+    except msgspec.DecodeError as e:
+        raise BadInput(f"{path}: invalid JSON ({e})") from None
+
+
+def _rows(doc: dict[str, Any], key: str, path: Path) -> list[dict[str, Any]]:
+    v = doc.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise BadInput(f"{path}: field {key!r} is not a list")
+    return [r for r in v if isinstance(r, dict)]
+
+
+class DeviceJsonReader:
+    name = "neuron-device-json"
+    description = "Neuron device profile JSON (neuron-explorer view --output-format json)"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return bool(_DEVICE_HEAD.search(head))
+
+    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        ev = Events(batches=iter(()), format=self.name)
+        ev.batches = self._batches(path, diag, ev)
+        return ev
+
+    def _batches(self, path: Path, diag: Diagnostics, ev: Events) -> Iterator[pa.RecordBatch]:
+        doc = _load(path)
+        if not isinstance(doc, dict):
+            raise BadInput(f"{path}: top level is not a JSON object")
+        summary = _rows(doc, "summary", path)
+        instr = _frame(_rows(doc, "instruction", path), _INSTR_USED)
+        dma = _frame(_rows(doc, "dma", path), _DMA_USED)
+        unit, divisor, calib = calibrate(instr, summary, path, diag)
+        meta = doc.get("metadata")
+        nc = N.nc_from_name(path.stem)
+        if nc is None and isinstance(meta, dict) and isinstance(meta.get("nc_idx"), int):
+            nc = meta["nc_idx"]
+        if instr.height:
+            yield N.to_batch(_device(instr, "instruction", divisor, nc))
+        if dma.height:
+            yield N.to_batch(_device(dma, "dma", divisor, nc))
+        if instr.height or dma.height:
+            diag.warn("device_clock_unplaced",
+                      f"{path}: a device profile holds no host time; device rows keep "
+                      "device-relative times")
+        usage = doc.get("instruction_usage")
+        ev.trace = {"neuron": {
+            "format": "device-profile-json",
+            "tables": {"Summary": summary, "Metadata": meta},
+            "instruction_usage_rows": len(usage) if isinstance(usage, list) else None,
+            "other_keys": sorted(k for k in doc if k not in
+                                 ("summary", "instruction", "dma", "metadata",
+                                  "instruction_usage")),
+        }}
+        ev.clock = {"base_time_ns": 0, "method": "none", "time_unit": unit,
+                    "calibration": calib,
+                    "note": "device-relative times: no host clock in a device profile"}
+
+
+def _frame(rows: list[dict[str, Any]], used: tuple[str, ...]) -> pl.DataFrame:
+    enc = msgspec.json.Encoder()
+
+    def col(key: str) -> list[str | None]:
+        out = []
+        for r in rows:
+            v = r.get(key)
+            out.append(None if v is None else v if isinstance(v, str) else
+                       enc.encode(v).decode())
+        return out
+
+    data: dict[str, list[Any]] = {k: col(k) for k in used}
+    data[S.ARGS] = [enc.encode({k: v for k, v in r.items() if k not in used}).decode()
+                    for r in rows]
+    return pl.DataFrame(data, schema={k: pl.String for k in data})
+
+
+def _number(col: str) -> pl.Expr:
+    """Integer text exactly; decimals through a float (device times are small)."""
+    c = pl.col(col).str.strip_chars()
+    return pl.coalesce(c.cast(pl.Int64, strict=False),
+                       c.cast(pl.Float64, strict=False).round().cast(pl.Int64))
+
+
+def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], path: Path,
+              diag: Diagnostics) -> tuple[str, int, dict[str, Any]]:
+    """(unit, divisor to ns, what was measured)."""
+    total = summary[0].get("total_time") if summary else None
+    if instr.height == 0:
+        return "ns", 1, {"note": "no instructions"}
+    span = instr.select(
+        ((_number("timestamp") + _number("duration").fill_null(0)).max()
+         - _number("timestamp").min()).alias("s")
+    ).item()
+    if not isinstance(total, (int, float)) or total <= 0 or not span:
+        diag.warn("device_time_unit", f"{path}: no summary.total_time to calibrate the "
+                  "time unit against; read as nanoseconds (as documented)")
+        return "ns", 1, {"span_raw": span, "total_time_s": total, "assumed": True}
+    ratio = span / (total * 1e9)
+    calib = {"span_raw": span, "total_time_s": total, "ratio": round(ratio, 6)}
+    for low, high, unit, divisor in UNITS:
+        if low <= ratio <= high:
+            return unit, divisor, calib
+    diag.warn("device_time_unit", f"{path}: instruction span is {ratio:.3g} x "
+              "summary.total_time, neither ns nor ps; read as nanoseconds (as documented)")
+    return "ns", 1, {**calib, "assumed": True}
+
+
+def _device(df: pl.DataFrame, table: str, divisor: int, nc: int | None) -> pl.DataFrame:
+    def ns(col: str) -> pl.Expr:
+        v = _number(col)
+        return v if divisor == 1 else (v + divisor // 2) // divisor
+
+    if table == "instruction":
+        name = pl.col("opcode").fill_null("instruction")
+        lane = N.engine(pl.col("label").fill_null("unknown"))
+        moved = pl.lit(None, pl.Int64)
+    else:
+        name = pl.col("queue").fill_null("dma")
+        lane = pl.concat_str(pl.lit("dma / "), name)
+        moved = pl.col("transfer_size").str.strip_chars().cast(pl.Int64, strict=False)
+    ncl = pl.lit(nc, pl.Int64)
+    return df.select(
+        pl.lit(S.DEVICE).alias(S.LAYER),
+        pl.lit(table).alias(S.CATEGORY),
+        name.alias(S.NAME),
+        pl.lit(S.SPAN).alias(S.KIND),
+        ns("timestamp").fill_null(0).alias(S.START_NS),
+        ns("duration").fill_null(0).clip(0).alias(S.DUR_NS),
+        ncl.alias(S.DEVICE_COL),
+        N.device_track(ncl, lane).alias(S.TRACK),
+        moved.alias(S.BYTES),
+        S.ARGS,
+    )
+
+
+class SummaryJsonReader:
+    name = "neuron-summary-json"
+    description = "Neuron summary-json (keyed by core, flat, or {\"Summary\": [...]}); no events"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return head.lstrip()[:1] == b"{" and (b'"Summary"' in head or b'"total_time"' in head)
+
+    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        doc = _load(path)
+        shape, rows = summary_rows(doc, path)
+        return Events(
+            batches=iter(()), format=self.name,
+            trace={"neuron": {"format": "summary-json", "shape": shape,
+                              "tables": {"Summary": rows}}},
+            clock={"base_time_ns": 0, "method": "none", "note": "a summary has no events"},
+        )
+
+
+def summary_rows(doc: Any, path: Path) -> tuple[str, list[dict[str, Any]]]:
+    """(shape, rows) of a summary-json document, whatever its shape."""
+    if isinstance(doc, dict) and isinstance(doc.get("Summary"), list):
+        return "list", [r for r in doc["Summary"] if isinstance(r, dict)]
+    if isinstance(doc, dict) and doc and all(isinstance(v, dict) for v in doc.values()):
+        return "keyed", [{"key": k, **v} for k, v in doc.items()]
+    if isinstance(doc, dict) and "total_time" in doc:
+        return "flat", [doc]
+    raise BadInput(f"{path}: not a summary-json: expected a Summary list, objects keyed by "
+                   "core, or a flat object with total_time")

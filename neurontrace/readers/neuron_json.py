@@ -1,0 +1,251 @@
+"""Neuron's host-side JSON: the legacy system profile and the runtime's live fetch.
+
+``system_profile.json`` (``neuron-explorer view --output-format json``, end of support
+after SDK 2.33): a top-level ``trace_event`` list, streamed a chunk at a time. Ids come
+as numbers or strings (``"process_id": "1234"``); both are read as integers, and text
+that is not a number is kept in ``pid_label``/``tid_label``. ``type`` 99999 is a
+framework event; ``nc_exec_running`` and the other hardware events (formats.md §5) are
+device rows; everything else is runtime. Times are epoch ns.
+
+Live fetch (``nrt_sys_trace_fetch_events``): ``{"events": [...]}`` with ``start`` and
+``stop`` records of one execution as separate entries, paired by
+``(nc_idx, tracking_id)``; their times are ``data.nc_timestamp_ns``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+import pyarrow as pa
+
+from neurontrace import schema as S
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.readers import neuron as N
+from neurontrace.readers.base import Events, Progress
+from neurontrace.readers.jsonstream import ArrayStream
+
+_DICTS = msgspec.json.Decoder(list[Any])
+_ENC = msgspec.json.Encoder()
+
+#: Fields that become columns; all others stay in ``args``.
+_SYSTEM_USED = ("name", "timestamp", "duration", "type", "process_id", "thread_id",
+                "instance_id", "lnc_idx", "size")
+
+
+def _decode(data: bytes) -> list[Any]:
+    return _DICTS.decode(data)
+
+
+def _text(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return _ENC.encode(v).decode()
+
+
+def _column(items: list[dict[str, Any]], key: str) -> pl.Series:
+    return pl.Series(key, [_text(e.get(key)) for e in items], pl.String)
+
+
+def _ints(items: list[dict[str, Any]], key: str) -> pl.Series:
+    return _column(items, key).str.strip_chars().cast(pl.Int64, strict=False)
+
+
+def _args(items: list[dict[str, Any]], used: tuple[str, ...]) -> pl.Series:
+    out = []
+    for e in items:
+        rest = {k: v for k, v in e.items() if k not in used}
+        out.append(_ENC.encode(rest).decode() if rest else None)
+    return pl.Series(S.ARGS, out, pl.String)
+
+
+class SystemJsonReader:
+    name = "neuron-system-json"
+    description = "Neuron legacy system profile JSON (system_profile.json, trace_event list)"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return b'"trace_event"' in head
+
+    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        ev = Events(batches=iter(()), format=self.name)
+        ev.batches = self._batches(path, diag, progress, ev)
+        return ev
+
+    def _batches(self, path: Path, diag: Diagnostics, progress: Progress | None,
+                 ev: Events) -> Iterator[pa.RecordBatch]:
+        total = path.stat().st_size
+        stream = ArrayStream(path, b"trace_event")
+        index = 0
+        for chunk in stream.decoded(_decode):
+            values = chunk.value or []
+            items = [e if isinstance(e, dict) else {"name": "", "value": e} for e in values]
+            bad = sum(not isinstance(e, dict) for e in values)
+            if bad:
+                diag.warn("not_an_object", f"{path}: {bad} trace_event entries after event "
+                          f"#{index} are not objects; kept as unnamed instants", bad)
+            yield N.to_batch(system_frame(items, path, index, diag))
+            index += len(items)
+            if progress is not None:
+                progress(min(stream.bytes_read, total), total)
+        ev.trace = {"neuron": {"format": "system-profile-json", **stream.outer}}
+        ev.clock = {"base_time_ns": 0, "host": "timestamp, epoch ns, exact",
+                    "device": "nc_exec_running and other hardware events carry host "
+                              "timestamps; nc_*_timestamp_ns kept in args"}
+
+
+def system_frame(items: list[dict[str, Any]], path: Path, index: int,
+                 diag: Diagnostics) -> pl.DataFrame:
+    """One chunk of ``trace_event`` entries as event columns."""
+    name = _column(items, "name")
+    if name.null_count():
+        diag.warn("missing_name", f"{path}: {name.null_count()} event(s) after #{index} "
+                  "have no name; named ''", name.null_count())
+    exec_id = pl.Series("exec_id", [
+        _text(e.get("exec_id", (e.get("args") or {}).get("exec_id")
+                    if isinstance(e.get("args"), dict) else None))
+        for e in items
+    ], pl.String)
+    pid, pid_label = N.int_or_label(_column(items, "process_id"))
+    tid, tid_label = N.int_or_label(_column(items, "thread_id"))
+    df = pl.DataFrame({
+        "name": name.fill_null(""), "ts": _ints(items, "timestamp"),
+        "nc_ts": _ints(items, "nc_start_timestamp_ns"),
+        "dur": _ints(items, "duration"), "type": _ints(items, "type"),
+        "type_text": _column(items, "type"),
+        "lnc_idx": _ints(items, "lnc_idx"), "nc_idx": _ints(items, "nc_idx"),
+        "core_idx": _ints(items, "device_core_idx"),
+        "exec_id": exec_id, "size": _ints(items, "size"),
+        "instance": _column(items, "instance_id"),
+    }).with_columns(
+        start=pl.coalesce("ts", "nc_ts"),
+        lnc=pl.coalesce("lnc_idx", "nc_idx"),
+        core=pl.coalesce("core_idx", "nc_idx"),
+    )
+    missing = df.get_column("start").null_count()
+    if missing:
+        diag.warn("bad_ts", f"{path}: {missing} event(s) after #{index} have no usable "
+                  "timestamp; placed at time 0", missing)
+    df = df.with_columns(pl.col("start").fill_null(0))
+    layer = (
+        pl.when(pl.col("type") == N.FRAMEWORK_TYPE).then(pl.lit(S.FRAMEWORK))
+        .when(pl.col("name").is_in(list(N.HARDWARE_EVENTS))).then(pl.lit(S.DEVICE))
+        .otherwise(pl.lit(S.RUNTIME))
+    )
+    out = df.select(
+        layer.alias(S.LAYER),
+        pl.col("type_text").alias(S.CATEGORY),
+        pl.col("name").alias(S.NAME),
+        pl.when(pl.col("dur").is_not_null()).then(pl.lit(S.SPAN))
+        .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
+        pl.col("start").alias(S.START_NS),
+        pl.col("dur").fill_null(0).clip(0).alias(S.DUR_NS),
+        pl.col("lnc").alias(S.DEVICE_COL),
+        pl.col("size").alias(S.BYTES),
+        N.execution_key(pl.col("lnc"), pl.col("exec_id")).alias(S.EXECUTION),
+        pl.col("instance").alias(S.INSTANCE_ID),
+        pl.when(layer == S.DEVICE).then(
+            N.device_track(pl.col("lnc"), pl.col("name"), pl.col("core"))
+        ).alias(S.TRACK),
+    )
+    return out.with_columns(
+        pid.alias(S.PID), tid.alias(S.TID), pid_label.alias(N.PID_LABEL),
+        tid_label.alias(N.TID_LABEL), _args(items, _SYSTEM_USED),
+    )
+
+
+class LiveFetchReader:
+    name = "neuron-live-json"
+    description = "Neuron runtime live fetch JSON (nrt_sys_trace_fetch_events: events list)"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return b'"events"' in head and (b'"tracking_id"' in head or b'"event_type"' in head)
+
+    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        ev = Events(batches=iter(()), format=self.name)
+        ev.batches = self._batches(path, diag, ev)
+        return ev
+
+    def _batches(self, path: Path, diag: Diagnostics, ev: Events) -> Iterator[pa.RecordBatch]:
+        stream = ArrayStream(path, b"events")
+        records: list[dict[str, Any]] = []
+        for chunk in stream.decoded(_decode):
+            records.extend(e for e in chunk.value or [] if isinstance(e, dict))
+        yield N.to_batch(live_frame(records, path, diag))
+        ev.trace = {"neuron": {"format": "live-fetch-json", **stream.outer}}
+        ev.clock = {"base_time_ns": 0, "method": "none",
+                    "device": "data.nc_timestamp_ns as recorded (NeuronCore clock); not "
+                              "placed on host time"}
+
+
+def live_frame(records: list[dict[str, Any]], path: Path, diag: Diagnostics) -> pl.DataFrame:
+    """Start and stop records paired by ``(nc_idx, tracking_id)`` into spans."""
+    def data(r: dict[str, Any], key: str) -> Any:
+        d = r.get("data")
+        return d.get(key) if isinstance(d, dict) else None
+
+    df = pl.DataFrame({
+        "event_type": [_text(r.get("event_type")) for r in records],
+        "phase": [_text(r.get("phase")) for r in records],
+        "tracking_id": [_text(r.get("tracking_id")) for r in records],
+        "nc": [_text(r.get("nc_idx")) for r in records],
+        "t": [_text(data(r, "nc_timestamp_ns")) for r in records],
+        "exec_id": [_text(data(r, "exec_id")) for r in records],
+        "core": [_text(data(r, "device_core_idx")) for r in records],
+        S.ARGS: [_ENC.encode(r).decode() for r in records],
+    }, schema={k: pl.String for k in ("event_type", "phase", "tracking_id", "nc", "t",
+                                      "exec_id", "core", S.ARGS)})
+    df = df.with_row_index("_i").with_columns(
+        pl.col("nc").cast(pl.Int64, strict=False),
+        pl.col("t").cast(pl.Int64, strict=False),
+        pl.col("core").cast(pl.Int64, strict=False),
+    )
+    key = ["nc", "tracking_id"]
+    starts = df.filter(pl.col("phase") == "start")
+    stops = df.filter(pl.col("phase") == "stop").select(
+        *key, _stop=pl.col("t"), _stop_i=pl.col("_i"), _stop_args=pl.col(S.ARGS)
+    ).unique(key, keep="first")
+    paired = starts.join(stops, on=key, how="left", nulls_equal=True)
+    lone_start = paired.filter(pl.col("_stop").is_null()).height
+    lone_stop = stops.join(starts, on=key, how="anti", nulls_equal=True)
+    if lone_start:
+        diag.warn("unpaired_start", f"{path}: {lone_start} start record(s) without a stop "
+                  "(same nc_idx and tracking_id); kept as instants", lone_start)
+    if lone_stop.height:
+        diag.warn("unpaired_stop", f"{path}: {lone_stop.height} stop record(s) without a "
+                  "start; kept as instants", lone_stop.height)
+    others = df.filter(~pl.col("phase").is_in(["start", "stop"]) | pl.col("phase").is_null())
+    spans = paired.select(
+        "_i", "event_type", "nc", "core", "exec_id", start="t",
+        dur=(pl.col("_stop") - pl.col("t")).clip(0),
+        args=pl.when(pl.col("_stop_args").is_null()).then(pl.col(S.ARGS)).otherwise(
+            pl.concat_str(pl.lit('{"start":'), pl.col(S.ARGS), pl.lit(',"stop":'),
+                          pl.col("_stop_args"), pl.lit("}"))),
+        kind=pl.when(pl.col("_stop").is_null()).then(pl.lit(S.INSTANT))
+        .otherwise(pl.lit(S.SPAN)),
+    )
+    singles = pl.concat([others, df.join(lone_stop.select("_stop_i"), left_on="_i",
+                                         right_on="_stop_i")]).select(
+        "_i", "event_type", "nc", "core", "exec_id", start="t",
+        dur=pl.lit(None, pl.Int64), args=S.ARGS, kind=pl.lit(S.INSTANT),
+    )
+    rows = pl.concat([spans, singles]).sort("_i")
+    return rows.select(
+        pl.lit(S.DEVICE).alias(S.LAYER),
+        pl.lit("live_fetch").alias(S.CATEGORY),
+        pl.col("event_type").fill_null("").alias(S.NAME),
+        pl.col("kind").alias(S.KIND),
+        pl.col("start").fill_null(0).alias(S.START_NS),
+        pl.col("dur").fill_null(0).alias(S.DUR_NS),
+        pl.col("nc").alias(S.DEVICE_COL),
+        N.device_track(pl.col("nc"), pl.col("event_type").fill_null("event"),
+                       pl.col("core")).alias(S.TRACK),
+        N.execution_key(pl.col("nc"), pl.col("exec_id")).alias(S.EXECUTION),
+        pl.col("args").alias(S.ARGS),
+    )

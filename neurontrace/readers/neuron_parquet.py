@@ -1,0 +1,425 @@
+"""Neuron Explorer Parquet output: a folder of ``<Table>.parquet`` files.
+
+Written by ``neuron-explorer view --output-format parquet`` (AWS's recommended form),
+under ``<data-path>/profiles/global/<name>@latest/``. Large tables are split
+(``Instruction_0.parquet``, ``Instruction_1.parquet``, ...) and read as one.
+
+Rows (see formats.md §3 for every field):
+
+- ``SystemProfileEvents``: one row each; the layer follows ``trace_event_source``
+  (``framework``, ``neuron_rt`` -> runtime, ``neuron_hw`` -> device); ``start_ns`` is
+  ``start_ts`` exactly (host epoch ns); ``flow_id`` becomes ``flow_ids``
+  (``neuron:<id>``), which the assembler uses to link framework -> runtime -> hardware.
+- ``Instruction``, ``DmaPacket``, ``ActiveTime``: device rows on tracks per NeuronCore
+  and engine or queue, moved from the device timeline to host time (see
+  :mod:`.neuron_clock`).
+- ``Metadata``, ``SchemaFields``, ``Summary``, ``ExecutionInfo``,
+  ``SystemProfileMetadata``, ``DeviceProfileList``: kept whole in the output's
+  ``neurontrace.trace`` metadata under ``neuron.tables``.
+
+Columns this reader does not know go to ``args``; missing optional columns are null.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from neurontrace import schema as S
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput
+from neurontrace.readers import neuron as N
+from neurontrace.readers.base import Events, Progress
+from neurontrace.readers.neuron_clock import Placement, place
+
+SYSTEM = "SystemProfileEvents"
+DEVICE_TABLES = ("Instruction", "DmaPacket", "ActiveTime")
+SIDE_TABLES = ("Metadata", "SchemaFields", "Summary", "ExecutionInfo",
+               "SystemProfileMetadata", "DeviceProfileList")
+#: Rows kept per side table in the metadata (ExecutionInfo grows with executions).
+SIDE_ROWS = 10_000
+#: Major versions of ``Metadata.profile_schema_version`` this reader was written
+#: against (7.x in SDK 2.31 ... 12.x in SDK 2.33).
+KNOWN_MAJORS = range(7, 13)
+BATCH_ROWS = 256 * 1024
+
+LAYER_OF_SOURCE = {"framework": S.FRAMEWORK, "neuron_rt": S.RUNTIME, "neuron_hw": S.DEVICE}
+
+_SYSTEM_USED = {"name", "start_ts", "end_ts", "duration_ns", "trace_event_source",
+                "instance_id", "process_id", "thread_id", "nc_idx", "flow_id",
+                "framework_stream_id"}
+_SYSTEM_KNOWN = _SYSTEM_USED | {"id", "pcore_idx", "worker_gid", "extra_attributes_json"}
+_DEVICE_USED = {"start_ts", "end_ts", "duration_ns", "nc_idx", "engine", "opcode",
+                "queue_name"}
+#: Keys of ``extra_attributes_json`` read into columns (exec id, bytes, device time of a
+#: sync point); the device-time keys are unconfirmed on a real capture.
+_EXEC_KEYS = ("exec_id", "execution_id")
+_SIZE_KEYS = ("size", "bytes")
+_SYNC_DEVICE_KEYS = ("device_timestamp_ns", "nc_timestamp_ns", "device_ts")
+
+_TABLE_FILE = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)(?:_(\d+))?\.parquet$")
+
+
+def tables(folder: Path) -> dict[str, list[Path]]:
+    """Table name -> its files in order (``Instruction_0``, ``Instruction_1``, ...)."""
+    found: dict[str, list[tuple[int, Path]]] = {}
+    for p in folder.iterdir():
+        m = _TABLE_FILE.match(p.name)
+        if m and p.is_file():
+            found.setdefault(m.group(1), []).append((int(m.group(2) or -1), p))
+    return {k: [p for _, p in sorted(v)] for k, v in found.items()}
+
+
+def is_explorer_folder(folder: Path) -> bool:
+    return folder.is_dir() and bool(tables(folder).keys() & {SYSTEM, *DEVICE_TABLES})
+
+
+class ExplorerReader:
+    name = "neuron-explorer"
+    description = "Neuron Explorer Parquet folder (neuron-explorer view --output-format parquet)"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return is_explorer_folder(path)
+
+    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        ev = Events(batches=iter(()), format=self.name)
+        ev.batches = _Read(path, diag, progress, ev).batches()
+        return ev
+
+
+class _Read:
+    def __init__(self, folder: Path, diag: Diagnostics, progress: Progress | None,
+                 ev: Events) -> None:
+        self.folder = folder
+        self.diag = diag
+        self.progress = progress
+        self.ev = ev
+        self.tables = tables(folder)
+        self.total = sum(p.stat().st_size for ps in self.tables.values() for p in ps)
+        self.done = 0
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        side = {t: self._side(t) for t in SIDE_TABLES if t in self.tables}
+        version = _schema_version(side.get("Metadata"), self.folder, self.diag)
+        host, syncs = self._host_windows()
+        for frame in self._frames(SYSTEM):
+            yield N.to_batch(_system(frame, self.diag, self.folder))
+        placements: dict[int | None, Placement] = {}
+        nc_default = _profile_nc(self.folder, side.get("Metadata"))
+        for table in DEVICE_TABLES:
+            for frame in self._frames(table):
+                yield from self._device(table, frame, nc_default, host, syncs,
+                                        side.get("ExecutionInfo"), placements)
+        self.ev.trace = {"neuron": {
+            "format": "explorer-parquet",
+            "profile_schema_version": version,
+            "tables": side,
+            "tables_read": sorted(t for t in self.tables if t in (SYSTEM, *DEVICE_TABLES)),
+            "tables_not_read": sorted(
+                t for t in self.tables if t not in (SYSTEM, *DEVICE_TABLES, *SIDE_TABLES)
+            ),
+        }}
+        self.ev.clock = {
+            "base_time_ns": 0,
+            "host": "SystemProfileEvents start_ts, epoch ns, exact",
+            "device": {("nc ?" if nc is None else f"nc {nc}"): p.describe()
+                       for nc, p in placements.items()},
+            "note": "host and device clocks are not synchronised; device times are "
+                    "placed on host time by the method given per NeuronCore",
+        }
+
+    # -- reading ------------------------------------------------------------------
+
+    def _frames(self, table: str, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
+        for f in self.tables.get(table, []):
+            try:
+                pf = pq.ParquetFile(f)
+                names = pf.schema_arrow.names
+                cols = None if columns is None else [c for c in columns if c in names]
+                for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
+                    df = pl.from_arrow(b)
+                    assert isinstance(df, pl.DataFrame)
+                    yield df
+            except (pa.ArrowInvalid, OSError) as e:
+                raise BadInput(f"{f}: not a readable Parquet file ({e})") from None
+            if columns is None:
+                self.done += f.stat().st_size
+                if self.progress is not None:
+                    self.progress(self.done, self.total)
+
+    def _side(self, table: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for df in self._frames(table, None):
+            rows.extend(df.head(SIDE_ROWS - len(rows)).to_dicts())
+            if len(rows) >= SIDE_ROWS:
+                self.diag.warn("side_table_truncated",
+                               f"{self.folder}: {table} kept to its first {SIDE_ROWS} rows")
+                break
+        return rows
+
+    def _host_windows(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """``nc_exec_running`` per execution and sync points, from the system table."""
+        cols = ["name", "start_ts", "end_ts", "duration_ns", "nc_idx", "flow_id",
+                "extra_attributes_json"]
+        parts = [
+            df.filter(pl.col("name").is_in([N.EXEC_EVENT, N.SYNC_EVENT]))
+            for df in self._frames(SYSTEM, cols) if "name" in df.columns
+        ]
+        parts = [_with_defaults(p, cols) for p in parts if p.height]
+        empty_h = pl.DataFrame(schema={"nc": pl.Int64, "start": pl.Int64, "end": pl.Int64,
+                                       S.EXECUTION: pl.String})
+        empty_s = pl.DataFrame(schema={"host_ts": pl.Int64, "device_ts": pl.Int64})
+        if not parts:
+            return empty_h, empty_s
+        df = pl.concat(parts, how="diagonal_relaxed")
+        ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
+            nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
+            start=pl.col("start_ts").cast(pl.Int64),
+            end=pl.col("start_ts").cast(pl.Int64) + _duration(),
+            execution=_execution(df),
+        ).with_columns(pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
+            pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
+            pl.col("start").cast(pl.String))).alias(S.EXECUTION))
+        host = ex.group_by("nc", S.EXECUTION).agg(pl.col("start").min(),
+                                                  pl.col("end").max())
+        syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
+            host_ts=pl.col("start_ts").cast(pl.Int64),
+            device_ts=_json_int("extra_attributes_json", _SYNC_DEVICE_KEYS),
+        ).drop_nulls()
+        return host.select("nc", "start", "end", S.EXECUTION), syncs
+
+    # -- device tables ----------------------------------------------------------------
+
+    def _device(self, table: str, df: pl.DataFrame, nc_default: int | None,
+                host: pl.DataFrame, syncs: pl.DataFrame, execinfo: list[dict[str, Any]] | None,
+                placements: dict[int | None, Placement]) -> Iterator[pa.RecordBatch]:
+        if "start_ts" not in df.columns:
+            raise BadInput(f"{self.folder}/{table}: no start_ts column")
+        df = _with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
+        df = df.with_columns(
+            pl.coalesce(pl.col("nc_idx").cast(pl.Int64, strict=False),
+                        pl.lit(nc_default, pl.Int64)).alias("_nc"),
+            pl.col("start_ts").cast(pl.Int64).alias(S.START_NS),
+            _duration().clip(0).alias(S.DUR_NS),
+        )
+        for (nc,), part in df.group_by("_nc", maintain_order=True):
+            nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]
+            if nc_i not in placements:
+                placements[nc_i] = self._placement(table, nc_i, host, syncs, execinfo)
+            rows = placements[nc_i].apply(_device_rows(table, part))
+            yield N.to_batch(rows)
+
+    def _placement(self, table: str, nc: int | None, host: pl.DataFrame,
+                   syncs: pl.DataFrame, execinfo: list[dict[str, Any]] | None) -> Placement:
+        starts: list[int] = []
+        for t in DEVICE_TABLES:
+            for df in self._frames(t, ["start_ts", "nc_idx"]):
+                if "start_ts" not in df.columns:
+                    continue
+                if nc is not None and "nc_idx" in df.columns:
+                    df = df.filter(pl.col("nc_idx").cast(pl.Int64, strict=False) == nc)
+                s = df.select(pl.col("start_ts").cast(pl.Int64).min()).item()
+                if s is not None:
+                    starts.append(s)
+        device_start = min(starts, default=None)
+        ncs = host.get_column("nc").unique().drop_nulls().to_list()
+        if nc is not None:
+            host = host.filter(pl.col("nc") == nc)
+        elif len(ncs) > 1:
+            host = host.clear()  # which NeuronCore's executions? unknown: do not guess
+        executions = _executions(execinfo, nc)
+        p = place(device_start, executions, host, syncs)
+        if p.method == "none":
+            self.diag.warn("device_clock_unplaced",
+                           f"{self.folder}/{table}: nothing places NeuronCore {nc}'s "
+                           "timeline on host time; device rows keep device-relative times")
+        return p
+
+
+def _with_defaults(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+    missing = [c for c in cols if c not in df.columns]
+    return df.with_columns(pl.lit(None).alias(c) for c in missing) if missing else df
+
+
+def _duration() -> pl.Expr:
+    return pl.coalesce(
+        pl.col("duration_ns").cast(pl.Int64, strict=False),
+        pl.col("end_ts").cast(pl.Int64, strict=False) - pl.col("start_ts").cast(pl.Int64),
+    )
+
+
+def _json_int(col: str, keys: tuple[str, ...]) -> pl.Expr:
+    c = pl.col(col).cast(pl.String)
+    return pl.coalesce(
+        [c.str.json_path_match(f"$.{k}").cast(pl.Int64, strict=False) for k in keys]
+    )
+
+
+def _execution(df: pl.DataFrame) -> pl.Expr:
+    """The execution key: ``exec_id`` from the extra attributes; for an
+    ``nc_exec_running`` without one, its first flow id (shared by its LNC=2 rows)."""
+    exec_id = pl.coalesce(
+        _json_int("extra_attributes_json", _EXEC_KEYS).cast(pl.String),
+        pl.when(pl.col("name") == N.EXEC_EVENT).then(_flows(df).list.first()),
+    )
+    return N.execution_key(pl.col("nc_idx").cast(pl.Int64, strict=False), exec_id)
+
+
+def _flows(df: pl.DataFrame) -> pl.Expr:
+    """``flow_id`` as ``neuron:<id>`` strings, whether stored as a list or as text."""
+    if "flow_id" not in df.columns:
+        return pl.lit(None, pl.List(pl.String))
+    dt = df.schema["flow_id"]
+    if isinstance(dt, pl.List):
+        lst = pl.col("flow_id").cast(pl.List(pl.String))
+    else:
+        text = pl.col("flow_id").cast(pl.String).str.strip_chars()
+        lst = pl.when(text.str.starts_with("[")).then(
+            text.str.json_decode(pl.List(pl.String))
+        ).otherwise(text.str.split(","))
+    return lst.list.eval(
+        pl.when(pl.element().str.strip_chars() != "")
+        .then(pl.lit(N.FLOW_PREFIX) + pl.element().str.strip_chars())
+    ).list.drop_nulls()
+
+
+def _system(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFrame:
+    if "name" not in df.columns or "start_ts" not in df.columns:
+        missing = "name" if "name" not in df.columns else "start_ts"
+        raise BadInput(f"{folder}/{SYSTEM}: no {missing} column")
+    extra = [c for c in df.columns if c not in _SYSTEM_KNOWN]
+    df = _with_defaults(df, sorted(_SYSTEM_KNOWN))
+    src = pl.col("trace_event_source").cast(pl.String)
+    unknown = df.filter(src.is_not_null() & ~src.is_in(list(LAYER_OF_SOURCE)))
+    if unknown.height:
+        diag.warn("unknown_event_source",
+                  f"{folder}/{SYSTEM}: trace_event_source "
+                  f"{unknown.get_column('trace_event_source')[0]!r} is not framework, "
+                  "neuron_rt or neuron_hw; read as runtime", unknown.height)
+    hw_name = pl.col("name").is_in(list(N.HARDWARE_EVENTS))
+    layer = pl.coalesce(
+        src.replace_strict(LAYER_OF_SOURCE, default=None, return_dtype=pl.String),
+        pl.when(src.is_null() & hw_name).then(pl.lit(S.DEVICE)),
+        pl.lit(S.RUNTIME),
+    )
+    pid, pid_label = N.int_or_label(df.get_column("process_id"))
+    tid, tid_label = N.int_or_label(df.get_column("thread_id"))
+    nc = pl.col("nc_idx").cast(pl.Int64, strict=False)
+    out = df.with_columns(
+        layer.alias(S.LAYER),
+        src.alias(S.CATEGORY),
+        pl.col("name").cast(pl.String).fill_null("").alias(S.NAME),
+        pl.when(_duration().is_not_null()).then(pl.lit(S.SPAN))
+        .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
+        pl.col("start_ts").cast(pl.Int64).alias(S.START_NS),
+        _duration().fill_null(0).clip(0).alias(S.DUR_NS),
+        pid.alias(S.PID), tid.alias(S.TID),
+        pid_label.alias(N.PID_LABEL), tid_label.alias(N.TID_LABEL),
+        nc.alias(S.DEVICE_COL),
+        pl.col("framework_stream_id").cast(pl.Int64, strict=False).alias(S.STREAM),
+        _json_int("extra_attributes_json", _SIZE_KEYS).alias(S.BYTES),
+        _flows(df).alias(S.FLOW_IDS),
+        _execution(df).alias(S.EXECUTION),
+        pl.col("instance_id").cast(pl.String).alias(S.INSTANCE_ID),
+    )
+    out = out.with_columns(
+        pl.when(pl.col(S.LAYER) == S.DEVICE)
+        .then(N.device_track(nc, pl.col(S.NAME), pl.col("pcore_idx")))
+        .alias(S.TRACK),
+    )
+    args = N.args_json(df, ["id", "pcore_idx", "worker_gid", *extra, "extra_attributes_json"],
+                       raw_json="extra_attributes_json")
+    return out.with_columns(args)
+
+
+def _device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
+    """One device table's frame (with ``_nc``, start_ns, dur_ns) as event columns."""
+    nc = pl.col("_nc")
+    pcore = pl.col("pcore_idx").cast(pl.Int64, strict=False)
+    df = _with_defaults(df, ["engine", "opcode", "queue_name", "transfer_bytes",
+                             "read_bytes", "write_bytes"])
+    eng = N.engine(pl.col("engine").cast(pl.String).fill_null("unknown"))
+    if table == "Instruction":
+        name = pl.col("opcode").cast(pl.String).fill_null("instruction")
+        lane = eng
+        moved = pl.lit(None, pl.Int64)
+    elif table == "DmaPacket":
+        queue = pl.col("queue_name").cast(pl.String).fill_null("dma")
+        name = queue
+        lane = pl.concat_str(pl.lit("dma / "), queue)
+        moved = pl.coalesce(*(pl.col(c).cast(pl.Int64, strict=False) for c in
+                              ("transfer_bytes", "write_bytes", "read_bytes")))
+    else:  # ActiveTime: merged busy intervals of an engine
+        name = pl.concat_str(pl.lit("active "), eng)
+        lane = pl.concat_str(eng, pl.lit(" / active"))
+        moved = pl.lit(None, pl.Int64)
+    used = {"_nc", S.START_NS, S.DUR_NS, *_DEVICE_USED}
+    present = [c for c in df.columns if c not in used
+               and not (c in ("transfer_bytes", "read_bytes", "write_bytes", "engine",
+                              "opcode", "queue_name") and df.get_column(c).null_count()
+                        == df.height)]
+    args = N.args_json(df, present)
+    return df.select(
+        pl.lit(S.DEVICE).alias(S.LAYER),
+        pl.lit(table).alias(S.CATEGORY),
+        name.alias(S.NAME),
+        pl.lit(S.SPAN).alias(S.KIND),
+        S.START_NS, S.DUR_NS,
+        nc.alias(S.DEVICE_COL),
+        N.device_track(nc, lane, pcore).alias(S.TRACK),
+        moved.alias(S.BYTES),
+    ).with_columns(args)
+
+
+def _executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.DataFrame | None:
+    if not execinfo:
+        return None
+    df = pl.DataFrame(execinfo, infer_schema_length=None)
+    if "execution_start_ts" not in df.columns or "execution_end_ts" not in df.columns:
+        return None
+    if nc is not None and "nc_idx" in df.columns:
+        df = df.filter(pl.col("nc_idx").cast(pl.Int64, strict=False) == nc)
+    order = ["execution_index"] if "execution_index" in df.columns else ["execution_start_ts"]
+    return df.sort(order).select(
+        d_start=pl.col("execution_start_ts").cast(pl.Int64, strict=False),
+        d_end=pl.col("execution_end_ts").cast(pl.Int64, strict=False),
+    ).drop_nulls()
+
+
+def _schema_version(meta: list[dict[str, Any]] | None, folder: Path,
+                    diag: Diagnostics) -> str | None:
+    version = None
+    for row in meta or []:
+        if row.get("profile_schema_version") is not None:
+            version = str(row["profile_schema_version"])
+            break
+    if version is None:
+        diag.warn("explorer_schema_version",
+                  f"{folder}: no Metadata.profile_schema_version; read as the known layout")
+        return None
+    major = version.split(".", 1)[0].strip()
+    if not major.isdigit() or int(major) not in KNOWN_MAJORS:
+        diag.warn("explorer_schema_version",
+                  f"{folder}: profile schema version {version} (major {major}) is not one "
+                  f"this reader knows ({KNOWN_MAJORS.start}-{KNOWN_MAJORS.stop - 1}); read "
+                  "by column name, unknown columns kept in args")
+    return version
+
+
+def _profile_nc(folder: Path, meta: list[dict[str, Any]] | None) -> int | None:
+    for row in meta or []:
+        for key in ("nc_idx", "logical_nc_idx", "vnc_idx"):
+            v = row.get(key)
+            if isinstance(v, int) or (isinstance(v, str) and v.isdigit()):
+                return int(v)
+    for part in (folder.name, folder.parent.name):
+        nc = N.nc_from_name(part)
+        if nc is not None:
+            return nc
+    return None

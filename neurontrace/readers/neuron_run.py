@@ -1,0 +1,250 @@
+"""TorchNeuron run folders: one capture folder per process (rank), merged per rank.
+
+Layout (formats.md §2)::
+
+    OUT/<instance-id>_pid_<pid>/<timestamp>/
+        trace.json | pytorch_trace.json | neuron_framework_trace_rank_<N>.json   framework
+        ntrace.pb  trace_info.pb  *.neff  *.ntff                                 raw capture
+        <anything>/profiles/global/<name>@latest/*.parquet                        converted
+        system_profile.json, device-profile JSON, ...                             converted
+
+Each capture folder becomes one source, converted to its own file under
+``dest/rank=N/``. Its framework trace (Kineto) and its Neuron outputs are read into one
+table: already converted outputs are used as they are; a capture with only raw files is
+converted with ``neuron-explorer`` (see :mod:`.neuron_raw`). When a Kineto framework
+trace is present, framework-source rows of the Neuron outputs are dropped (the same ops
+twice would double every share) and counted as a warning; runtime calls then link to
+the Kineto ops by nesting on the same thread, and hardware rows by flow or execution.
+
+``rank``: the framework trace's ``distributedInfo.rank``, else ``rank_<N>`` in its file
+name, else the capture's position in (instance, pid, timestamp) order.
+``instance_id`` and ``pid`` come from the folder name where the rows have none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace import schema as S
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput
+from neurontrace.readers import neuron as N
+from neurontrace.readers.base import Events, Progress, Reader, Source, rank_from_name
+from neurontrace.readers.jsonstream import read_head
+from neurontrace.readers.kineto import KinetoReader
+from neurontrace.readers.neuron_device_json import DeviceJsonReader, SummaryJsonReader
+from neurontrace.readers.neuron_json import LiveFetchReader, SystemJsonReader
+from neurontrace.readers.neuron_parquet import ExplorerReader, is_explorer_folder
+from neurontrace.readers.neuron_raw import SYSTEM_TRACE, explorer_output, pair_neff, view_args
+
+PROCESS_DIR = re.compile(r"^(?P<instance>.+)_pid_(?P<pid>\d+)$")
+#: Framework trace names, most preferred first.
+FRAMEWORK_NAMES = (
+    re.compile(r"^trace\.json(\.gz)?$"),
+    re.compile(r"^pytorch_trace\.json(\.gz)?$"),
+    re.compile(r"^neuron_framework_trace_rank_\d+\.json(\.gz)?$"),
+)
+_JSON_READERS: tuple[Reader, ...] = (
+    SystemJsonReader(), LiveFetchReader(), DeviceJsonReader(), SummaryJsonReader(),
+)
+
+MERGED_SCHEMA = pa.schema([
+    *N.BATCH_SCHEMA, pa.field(S.EXTERNAL_ID, pa.int64()), pa.field(S.CORRELATION, pa.int64()),
+])
+
+
+@dataclass
+class Capture:
+    """What one capture folder holds."""
+
+    folder: Path
+    instance: str
+    pid: int
+    framework: Path | None = None
+    converted: list[tuple[Reader, Path]] = field(default_factory=list)
+    system_trace: Path | None = None
+    pairs: list[tuple[Path, Path | None]] = field(default_factory=list)  # (ntff, neff)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "folder": str(self.folder),
+            "framework": str(self.framework) if self.framework else None,
+            "converted": [{"format": r.name, "path": str(p)} for r, p in self.converted],
+            "system_trace": str(self.system_trace) if self.system_trace else None,
+            "ntff_neff": [[str(t), str(n) if n else None] for t, n in self.pairs],
+        }
+
+
+def capture_folders(path: Path) -> list[Path]:
+    """The ``<instance>_pid_<pid>/<timestamp>/`` folders at or under ``path``."""
+    if not path.is_dir():
+        return []
+    if PROCESS_DIR.match(path.parent.name):
+        return [path]
+    process_dirs = [path] if PROCESS_DIR.match(path.name) else sorted(
+        d for d in path.iterdir() if d.is_dir() and PROCESS_DIR.match(d.name))
+    return [t for d in process_dirs for t in sorted(d.iterdir())
+            if t.is_dir() and not t.name.startswith(".")]
+
+
+def inspect(folder: Path) -> Capture:
+    m = PROCESS_DIR.match(folder.parent.name)
+    assert m is not None
+    cap = Capture(folder, m.group("instance"), int(m.group("pid")))
+    files = sorted(p for p in folder.rglob("*") if not any(
+        part.startswith(".") for part in p.relative_to(folder).parts))
+    for pattern in FRAMEWORK_NAMES:
+        cap.framework = next((f for f in files if pattern.match(f.name)), None)
+        if cap.framework:
+            break
+    for f in files:
+        if f.is_dir() and is_explorer_folder(f):
+            cap.converted.append((ExplorerReader(), f))
+        elif f.is_file() and f.name.endswith((".json", ".json.gz")) and f != cap.framework:
+            head = read_head(f)
+            reader = next((r for r in _JSON_READERS if r.sniff(f, head)), None)
+            if reader is not None:
+                cap.converted.append((reader, f))
+        elif f.name == SYSTEM_TRACE:
+            cap.system_trace = f
+        elif f.suffix == ".ntff":
+            cap.pairs.append((f, pair_neff(f)))
+    return cap
+
+
+class RunReader:
+    name = "neuron-run"
+    description = "TorchNeuron run folder (<instance>_pid_<pid>/<timestamp>/, one per rank)"
+    #: Always writes a dataset folder (dest/rank=N/...), even for one rank.
+    dataset = True
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return bool(capture_folders(path))
+
+    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        folders = capture_folders(path)
+        if len(folders) != 1:
+            raise BadInput(f"{path}: holds {len(folders)} captures; convert it to a folder")
+        return read_capture(inspect(folders[0]), None, diag, progress)
+
+    def expand(self, path: Path, cache: Path) -> list[Source]:
+        caps = [inspect(f) for f in capture_folders(path)]
+        caps.sort(key=lambda c: (c.instance, c.pid, c.folder.name))
+        per_pid: dict[tuple[str, int], int] = {}
+        for c in caps:
+            per_pid[(c.instance, c.pid)] = per_pid.get((c.instance, c.pid), 0) + 1
+        order = {k: i for i, k in enumerate(dict.fromkeys((c.instance, c.pid) for c in caps))}
+        sources = []
+        for c in caps:
+            name = f"{c.instance}_pid_{c.pid}"
+            if per_pid[(c.instance, c.pid)] > 1:
+                name += f"_{c.folder.name}"
+            rank = rank_from_name(c.framework.name) if c.framework else None
+            sources.append(Source(c.folder, self.name, partial(read_capture, c, cache), name,
+                                  rank if rank is not None else order[(c.instance, c.pid)]))
+        return sources
+
+
+def read_capture(cap: Capture, cache: Path | None, diag: Diagnostics,
+                 progress: Progress | None) -> Events:
+    parts: list[tuple[str, Path, Events]] = []
+    if cap.framework is not None:
+        parts.append((KinetoReader.name, cap.framework,
+                      KinetoReader().read(cap.framework, diag, progress)))
+    neuron = list(cap.converted)
+    if not any(r.name in (ExplorerReader.name, SystemJsonReader.name,
+                          DeviceJsonReader.name) for r, _ in neuron):
+        for capture, args in _raw(cap):
+            if cache is None:
+                raise BadInput(f"{capture}: a raw capture is read through convert")
+            neuron.append((ExplorerReader(), explorer_output(args, capture, cache)))
+    for reader, path in neuron:
+        parts.append((reader.name, path, reader.read(path, diag, None)))
+    return merge(parts, cap, diag)
+
+
+def _raw(cap: Capture) -> list[tuple[Path, list[str]]]:
+    if cap.system_trace is not None:  # the session folder: system and device profiles
+        return [(cap.folder, view_args(cap.folder))]
+    return [(ntff, view_args(ntff)) for ntff, _ in cap.pairs]
+
+
+def merge(parts: list[tuple[str, Path, Events]], cap: Capture, diag: Diagnostics) -> Events:
+    """The parts as one stream of batches on the first part's clock.
+
+    A Kineto part comes first: its ``start_ns`` are relative to its base time, known only
+    once it is read; the Neuron parts (epoch ns) are then shifted by that base.
+    """
+    out = Events(batches=iter(()), format=RunReader.name)
+    kineto = bool(parts) and parts[0][0] == KinetoReader.name
+    out.batches = _merged(parts, cap, kineto, out, diag)
+    return out
+
+
+def _merged(parts: list[tuple[str, Path, Events]], cap: Capture, kineto: bool,
+            out: Events, diag: Diagnostics) -> Iterator[pa.RecordBatch]:
+    base = 0
+    dropped = 0
+    for i, (_, _, ev) in enumerate(parts):
+        neuron_part = not (kineto and i == 0)
+        for b in ev.batches:
+            b = conform(b)
+            if neuron_part:
+                if kineto:
+                    keep = pc.not_equal(b.column(S.LAYER), S.FRAMEWORK)
+                    dropped += b.num_rows - pc.sum(keep).as_py() if b.num_rows else 0
+                    b = b.filter(keep)
+                if base:
+                    b = _set(b, S.START_NS, pc.subtract(b.column(S.START_NS), base))
+                b = _fill(b, S.PID, pa.scalar(cap.pid, pa.int64()))
+            b = _fill(b, S.INSTANCE_ID, pa.scalar(cap.instance, pa.string()))
+            yield b
+        if not neuron_part:
+            base = int(ev.clock.get("base_time_ns") or 0)
+            out.flows = ev.flows
+            out.rank = ev.rank
+        out.thread_names.update(ev.thread_names)
+        out.process_names.update(ev.process_names)
+    if dropped:
+        diag.warn("framework_duplicate",
+                  f"{cap.folder}: {dropped} framework-source row(s) of the Neuron system "
+                  "trace dropped: the Kineto framework trace holds those ops", dropped)
+    out.trace = {
+        "neuron_run": cap.describe(),
+        "parts": [{"format": fmt, "path": str(path), "trace": ev.trace}
+                  for fmt, path, ev in parts],
+    }
+    out.clock = {
+        "base_time_ns": base,
+        "note": "parts on one clock: the framework trace's, Neuron host times (epoch ns) "
+                "shifted to it; device placement per part below",
+        "parts": [{"format": fmt, "path": str(path), **ev.clock} for fmt, path, ev in parts],
+    }
+
+
+def conform(b: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch of any reader, as a batch of :data:`MERGED_SCHEMA`."""
+    cols = []
+    for f in MERGED_SCHEMA:
+        i = b.schema.get_field_index(f.name)
+        arr = b.column(i) if i >= 0 else pa.nulls(b.num_rows, f.type)
+        cols.append(arr.cast(f.type) if arr.type != f.type else arr)
+    return pa.RecordBatch.from_arrays(cols, schema=MERGED_SCHEMA)
+
+
+def _set(b: pa.RecordBatch, name: str, arr: pa.Array) -> pa.RecordBatch:
+    i = b.schema.get_field_index(name)
+    return b.set_column(i, b.schema.field(i), arr)
+
+
+def _fill(b: pa.RecordBatch, name: str, value: pa.Scalar) -> pa.RecordBatch:
+    col = b.column(b.schema.get_field_index(name))
+    return _set(b, name, pc.fill_null(col, value)) if col.null_count else b

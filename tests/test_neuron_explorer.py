@@ -1,0 +1,183 @@
+"""Neuron Explorer Parquet folders (fixtures/neuron/explorer_*: synthetic, see README)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from neurontrace.cli.main import cli
+
+import neurontrace
+from neurontrace import schema as S
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.readers import detect
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "neuron"
+RMSNORM = FIX / "explorer_rmsnorm_vnc_0"
+T0 = 1_735_689_600_000_000_000
+
+
+def frame(path: Path, diag: Diagnostics | None = None) -> tuple[pl.DataFrame, dict]:
+    table = neurontrace.load(path, diag=diag)
+    meta = {k.decode().removeprefix("neurontrace."): json.loads(v)
+            for k, v in table.schema.metadata.items() if k != S.META_SCHEMA_VERSION
+            and k != S.META_PRODUCER}
+    df = pl.from_arrow(table)
+    assert isinstance(df, pl.DataFrame)
+    return df, meta
+
+
+def test_a_folder_of_explorer_tables_is_detected_by_its_contents() -> None:
+    assert detect(RMSNORM).name == "neuron-explorer"
+    assert detect(FIX / "explorer_empty").name == "neuron-explorer"
+
+
+def test_system_rows_take_their_layer_from_trace_event_source() -> None:
+    df, _ = frame(RMSNORM)
+    system = df.filter(pl.col(S.CATEGORY).is_in(["framework", "neuron_rt", "neuron_hw"]))
+    layers = dict(system.group_by(S.CATEGORY).agg(pl.col(S.LAYER).unique()).iter_rows())
+    assert layers == {"framework": [S.FRAMEWORK], "neuron_rt": [S.RUNTIME],
+                      "neuron_hw": [S.DEVICE]}
+
+
+def test_system_start_ns_is_start_ts_exactly() -> None:
+    df, _ = frame(RMSNORM)
+    src = pl.read_parquet(RMSNORM / "SystemProfileEvents.parquet")
+    got = df.filter(pl.col(S.CATEGORY) == "neuron_rt").sort(S.START_NS)
+    want = src.filter(pl.col("trace_event_source") == "neuron_rt").sort("start_ts")
+    assert got[S.START_NS].to_list() == want["start_ts"].to_list()
+    assert got[S.DUR_NS].to_list() == want["duration_ns"].to_list()
+
+
+def test_split_instruction_tables_read_as_one() -> None:
+    df, _ = frame(RMSNORM)
+    assert df.filter(pl.col(S.CATEGORY) == "Instruction").height == 3 + 2
+
+
+def test_engine_names_are_normalised_whatever_their_case() -> None:
+    df, _ = frame(RMSNORM)
+    matmul = df.filter(pl.col(S.NAME) == "MATMUL")
+    assert sorted(matmul[S.TRACK]) == ["nc 0 / pcore 0 / tensor", "nc 0 / pcore 1 / tensor"]
+    engines = df.filter(pl.col(S.CATEGORY).is_in(["Instruction", "ActiveTime"]))
+    lanes = engines[S.TRACK].str.split(" / ").list.get(2).unique().sort().to_list()
+    assert lanes == ["scalar", "tensor", "vector"]
+
+
+def test_lnc2_duplicates_are_kept_and_marked_as_one_execution() -> None:
+    df, _ = frame(RMSNORM)
+    runs = df.filter(pl.col(S.NAME) == "nc_exec_running").sort(S.START_NS)
+    assert runs.height == 4  # two executions x two physical cores
+    assert runs[S.EXECUTION].to_list() == ["nc0:exec1", "nc0:exec1", "nc0:exec2", "nc0:exec2"]
+    assert runs[S.TRACK].n_unique() == 2  # one lane per physical core
+
+
+def test_device_rows_are_placed_on_host_time_by_execution_windows() -> None:
+    df, meta = frame(RMSNORM)
+    first = df.filter(pl.col(S.NAME) == "MATMUL").sort(S.START_NS).row(0, named=True)
+    # device 20_000 in execution 0 (device 10_000 .. 160_000), which the host saw start at
+    # T0 + 1_120_000: 1_120_000 + (20_000 - 10_000).
+    assert first[S.START_NS] == T0 + 1_130_000
+    assert first[S.EXECUTION] == "nc0:exec1"
+    dma = df.filter(pl.col(S.CATEGORY) == "DmaPacket").row(0, named=True)
+    assert dma[S.START_NS] == T0 + 1_600_000 + (505_000 - 500_000)
+    assert dma[S.BYTES] == 4
+    placed = meta["clock"]["device"]["nc 0"]
+    assert placed["method"] == "execution_windows"
+    assert placed["uncertainty_ns"] == 500  # execution 2: 100_500 on device, 100_000 on host
+
+
+def test_side_tables_are_kept_whole_in_the_metadata() -> None:
+    _, meta = frame(RMSNORM)
+    neuron = meta["trace"]["neuron"]
+    tables = neuron["tables"]
+    assert set(tables) == {"Metadata", "SchemaFields", "Summary", "ExecutionInfo",
+                           "SystemProfileMetadata"}
+    assert tables["Summary"][0]["total_time"] == 0.00025
+    assert [r["execution_index"] for r in tables["ExecutionInfo"]] == [0, 1]
+    assert neuron["profile_schema_version"] == "12.1.0"
+
+
+def test_extra_columns_go_to_args_and_missing_ones_are_null() -> None:
+    df, _ = frame(FIX / "explorer_extra_missing_columns")
+    rt = df.filter(pl.col(S.NAME) == "nrt_execute").row(0, named=True)
+    assert json.loads(rt[S.ARGS])["span_color"] == "blue"
+    assert rt[S.INSTANCE_ID] is None and rt[S.FLOW_IDS] is None
+    instr = df.filter(pl.col(S.CATEGORY) == "Instruction").row(0, named=True)
+    assert json.loads(instr[S.ARGS])["future_field"] == "x"
+    assert instr[S.DUR_NS] == 50  # from end_ts - start_ts: no duration_ns column
+    later = df.filter(pl.col(S.CATEGORY) == "Instruction")
+    assert later.height == 1
+
+
+def test_split_tables_with_an_extra_column_in_one_part_keep_it_in_args() -> None:
+    df, _ = frame(RMSNORM)
+    act = df.filter(pl.col(S.NAME) == "ACTIVATION").row(0, named=True)
+    assert json.loads(act[S.ARGS])["future_metric"] == 2.5
+
+
+def test_string_process_ids_become_numbers_and_text_stays_a_label() -> None:
+    df, _ = frame(FIX / "explorer_extra_missing_columns")
+    rt = df.filter(pl.col(S.NAME) == "nrt_execute").row(0, named=True)
+    assert rt[S.PID] == 4242 and rt[S.TID] is None
+    assert rt[S.TRACK] == "4242 / main"
+
+
+def test_an_unknown_major_schema_version_is_a_warning_naming_it() -> None:
+    diag = Diagnostics()
+    df, _ = frame(FIX / "explorer_extra_missing_columns", diag)
+    assert df.height == 3
+    assert diag.counts["explorer_schema_version"] == 1
+    assert "13.0.0" in diag.examples["explorer_schema_version"][0]
+
+
+def test_without_execution_info_device_rows_start_with_the_first_execution() -> None:
+    df, meta = frame(FIX / "explorer_extra_missing_columns")
+    instr = df.filter(pl.col(S.CATEGORY) == "Instruction").row(0, named=True)
+    assert instr[S.START_NS] == T0 + 1_100
+    assert meta["clock"]["device"]["nc ?"]["method"] == "first_execution"
+
+
+def test_an_empty_capture_is_an_empty_table() -> None:
+    diag = Diagnostics()
+    df, meta = frame(FIX / "explorer_empty", diag)
+    assert df.height == 0 and df.columns == list(S.NAMES)
+    assert meta["trace"]["neuron"]["profile_schema_version"] == "12.0.0"
+    assert not diag
+
+
+def test_explorer_folder_converts_to_one_file(tmp_path: Path) -> None:
+    out = tmp_path / "rms.parquet"
+    result = CliRunner().invoke(cli, ["convert", str(RMSNORM), str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.is_file() and neurontrace.read(out).num_rows == 20
+
+
+def test_a_system_table_without_start_ts_is_bad_input_naming_file_and_field(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    pq.write_table(pa.table({"name": ["nrt_execute"], "duration_ns": [5]}),
+                   folder / "SystemProfileEvents.parquet")
+    result = CliRunner().invoke(cli, ["convert", str(folder), str(tmp_path / "o.parquet")])
+    assert result.exit_code == 2
+    assert "SystemProfileEvents" in result.output and "start_ts" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("source", ["somewhere_else", None])
+def test_unknown_event_sources_are_runtime_rows_with_a_warning(
+        tmp_path: Path, source: str | None) -> None:
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    pq.write_table(pa.table({"name": ["mystery"], "start_ts": [T0], "duration_ns": [1],
+                             "trace_event_source": pa.array([source], pa.string())}),
+                   folder / "SystemProfileEvents.parquet")
+    diag = Diagnostics()
+    df, _ = frame(folder, diag)
+    assert df[S.LAYER].to_list() == [S.RUNTIME]
+    assert bool(diag.counts["unknown_event_source"]) == (source is not None)
