@@ -20,6 +20,7 @@ from neurontrace.errors import NeurontraceError
 
 #: command name -> module under neurontrace.cli defining a click command of that name.
 COMMANDS: dict[str, str] = {
+    "capture": "capture",
     "convert": "convert",
 }
 
