@@ -68,7 +68,7 @@ def capture(ctx: click.Context, command: tuple[str, ...], workload: str | None, 
                               convert=convert, argv=argv, log=_log)
         click.echo(f"{ran.out}: {len(ran.ranks)} rank(s) from {' '.join(ran.command)}")
         _report([(r, ran.out / r / c["output"]) for r, c in ran.converted.items()
-                 if c["output"]], [])
+                 if c["output"]], [], label="rank")
         return
     from neurontrace.capture import study
 
@@ -102,14 +102,15 @@ def _command_line(ctx: click.Context) -> list[str]:
     return argv + (["--", *command] if command else [])
 
 
-def _report(events: list[tuple[str, Path]], skipped: list[tuple[str, str]]) -> None:
+def _report(events: list[tuple[str, Path]], skipped: list[tuple[str, str]],
+            label: str = "variant") -> None:
     if not events:
         return
     from neurontrace.capture import report
 
     summaries = [report.summarise(name, path) for name, path in events]
     summaries += [report.Summary(name, skipped=reason) for name, reason in skipped]
-    for line in report.render(summaries):
+    for line in report.render(summaries, label):
         click.echo(f"  {line}")
     if len(events) > 1:
         click.echo("compare them:")

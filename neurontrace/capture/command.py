@@ -72,8 +72,9 @@ def run(command: list[str], *, device: str = "auto", out: Path | None = None,
             returncode = subprocess.call(command, env={**os.environ, **env})
         except OSError as e:
             raise BadInput(f"{command[0]}: cannot run it ({e.strerror or e})") from None
-        ranks = sorted((p.parent.name for p in staging.glob(f"rank*/{manifest.NAME}")),
-                       key=lambda r: int(r.removeprefix("rank") or 0))
+        ranks = sorted((p.parent.name for p in staging.glob(f"rank*/{manifest.NAME}")
+                        if p.parent.name.removeprefix("rank").isdigit()),
+                       key=lambda r: int(r.removeprefix("rank")))
         manifest.write(staging, {
             **record,
             "workload": {"name": "command", "command": command},
@@ -99,7 +100,7 @@ def run(command: list[str], *, device: str = "auto", out: Path | None = None,
 
         for r in ranks:
             log(f"{r}: converting")
-            result.converted[r] = convert_folder(out / r)
+            result.converted[r] = convert_folder(out / r, rank=int(r.removeprefix("rank")))
         manifest.update(out)
     if returncode != 0:
         raise WorkloadFailed(f"{command[0]} exited with status {returncode}; the traces it "

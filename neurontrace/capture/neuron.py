@@ -35,8 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-#: The torch device type TorchNeuron registers (a PrivateUse1 backend).
+#: The torch device type TorchNeuron registers (a PrivateUse1 backend), and the device
+#: module it adds to torch (``torch.neuron.device_count()``).
 DEVICE_TYPE = "neuron"
+DEVICE_MODULE = "neuron"
 COMPILE_BACKEND = "neuron"
 #: ProfileMode members a capture enables: the NeuronCore instruction trace (NEFF + NTFF)
 #: and the runtime's system trace (ntrace.pb + trace_info.pb).
@@ -83,7 +85,7 @@ def device_count() -> int:
         _torch_neuronx()  # registers the ``neuron`` device with torch
         import torch
 
-        module = getattr(torch, DEVICE_TYPE, None)
+        module = getattr(torch, DEVICE_MODULE, None)
         return int(module.device_count()) if module is not None else 0
     except Exception:  # a broken install is "no Neuron here"; why_absent() says more
         return 0

@@ -73,11 +73,11 @@ def _ms(ns: int | None) -> str:
     return f"{ns / 1e6:.3f} ms" if ns is not None else "-"
 
 
-def render(summaries: list[Summary]) -> list[str]:
-    """A small fixed-width table, one variant a line."""
-    width = max([len("variant"), *(len(s.name) for s in summaries)])
+def render(summaries: list[Summary], label: str = "variant") -> list[str]:
+    """A small fixed-width table, one variant (or rank) a line."""
+    width = max([len(label), *(len(s.name) for s in summaries)])
     basis = sorted({s.basis for s in summaries if s.basis}) or ["self CPU time"]
-    lines = [f"{'variant':<{width}}  {'events':>7}  {'step (median)':>13}  "
+    lines = [f"{label:<{width}}  {'events':>7}  {'step (median)':>13}  "
              f"top ops by {' / '.join(basis)}"]
     for s in summaries:
         if s.skipped is not None:

@@ -23,8 +23,11 @@ def candidates(folder: Path) -> list[Path]:
     return found
 
 
-def convert_folder(folder: Path) -> dict[str, Any]:
+def convert_folder(folder: Path, rank: int | None = None) -> dict[str, Any]:
     """Convert the traces of ``folder`` into ``folder/events.parquet``; record it.
+
+    ``rank`` overrides the rank the trace gives (a user's rank folders are numbered by
+    the launcher even when the program never initialised torch.distributed).
 
     Inputs no reader knows yet (e.g. neuron-explorer output before its reader exists) are
     listed as not converted, with the reason, rather than failing the run.
@@ -45,7 +48,7 @@ def convert_folder(folder: Path) -> dict[str, Any]:
         record.update(output=None, events=0, inputs=[])
     else:
         out = folder / EVENTS
-        result = neurontrace.convert(inputs if len(inputs) > 1 else inputs[0], out)
+        result = neurontrace.convert(inputs if len(inputs) > 1 else inputs[0], out, rank=rank)
         record.update(
             output=EVENTS,
             events=result.rows,
