@@ -41,9 +41,9 @@ def _log(message: str) -> None:
               help="Convert the traces to Parquet (neurontrace convert) afterwards.")
 @verbose_option
 @click.pass_context
-def capture(ctx: click.Context, command: tuple[str, ...], workload: str | None, device: str, out: Path | None,
-            steps: int, warmup: int, shape: str | None, dtype: str | None, check: bool,
-            convert: bool) -> None:
+def capture(ctx: click.Context, command: tuple[str, ...], workload: str | None, device: str,
+            out: Path | None, steps: int, warmup: int, shape: str | None,
+            dtype: str | None, check: bool, convert: bool) -> None:
     """Profile the RMSNorm study, a FILE.py workload, or (after --) your own command.
 
     \b

@@ -132,7 +132,8 @@ def profiler_options(folder: Path, neff_cache: Path) -> tuple[dict[str, Any], di
         neff_cache_dir=str(neff_cache),
     )
     exporter = profiling.NeuronProfiler(config)
-    options: dict[str, Any] = {"experimental_config": config, "on_trace_ready": exporter.export_trace}
+    options: dict[str, Any] = {"experimental_config": config,
+                               "on_trace_ready": exporter.export_trace}
     record = {
         "neuron_config": {
             "modes": [f"ProfileMode.{m}" for m in MODES],
