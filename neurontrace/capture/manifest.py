@@ -13,7 +13,6 @@ import os
 import platform
 import socket
 import sys
-import tempfile
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
@@ -81,14 +80,14 @@ def write(folder: Path, data: dict[str, Any]) -> Path:
     """Write ``folder/manifest.json`` with the folder's current file list."""
     data = {**data, "files": files(folder)}
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{NAME}.", suffix=".tmp", dir=folder)
+    tmp = folder / f".{NAME}.{os.getpid()}.tmp"  # not mkstemp: keep the umask's mode
     try:
-        with os.fdopen(fd, "w") as f:
+        with open(tmp, "w") as f:
             json.dump(data, f, indent=2, default=str)
             f.write("\n")
         os.replace(tmp, folder / NAME)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return folder / NAME
 

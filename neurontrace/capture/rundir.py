@@ -35,7 +35,11 @@ def check_target(out: Path) -> None:
 def stage(out: Path) -> Path:
     check_target(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.capture-", dir=out.parent)).resolve()
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.capture-", dir=out.parent)).resolve()
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would stay on the published folder
+    return staging
 
 
 def publish(staging: Path, out: Path) -> None:
