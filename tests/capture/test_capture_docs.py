@@ -18,7 +18,8 @@ def capture_section() -> str:
 
 
 def test_the_readme_has_the_capture_reference_heading():
-    assert "\n### `neurontrace capture [--workload rmsnorm|FILE.py] [--device " in README.read_text()
+    heading = "\n### `neurontrace capture [--workload rmsnorm|FILE.py] [--device "
+    assert heading in README.read_text()
 
 
 def test_every_capture_option_is_documented():
