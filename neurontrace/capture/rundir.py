@@ -13,6 +13,7 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
+from neurontrace import atomic
 from neurontrace.capture import manifest
 from neurontrace.errors import BadInput
 
@@ -44,13 +45,7 @@ def stage(out: Path) -> Path:
 
 def publish(staging: Path, out: Path) -> None:
     check_target(out)
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(staging, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(staging, out)
+    atomic.replace_dir(staging, out)
 
 
 def discard(staging: Path) -> None:
