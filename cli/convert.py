@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from neurontrace.cli.options import verbose_option
-from neurontrace.cli.progress import Bar
 
 import neurontrace
+from neurontrace.cli.options import verbose_option
+from neurontrace.cli.progress import Bar
 from neurontrace.readers import READERS
 
 

@@ -12,13 +12,14 @@ import traceback
 from typing import Any
 
 import click
-from neurontrace.cli.options import verbose_option
 
 from neurontrace import __version__
+from neurontrace.cli.options import verbose_option
 from neurontrace.errors import NeurontraceError
 
 #: command name -> module under neurontrace.cli defining a click command of that name.
 COMMANDS: dict[str, str] = {
+    "capture": "capture",
     "convert": "convert",
 }
 

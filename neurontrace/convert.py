@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from neurontrace import atomic, store
 from neurontrace import schema as S
-from neurontrace import store
 from neurontrace.assemble import Assembled, assemble
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat
@@ -221,10 +221,4 @@ def _unique(name: str, names: set[str]) -> str:
 def _replace_dir(tmp: Path, dst: Path) -> None:
     if dst.exists() and not dst.is_dir():
         raise BadInput(f"{dst}: exists and is not a folder (several inputs make a folder)")
-    if dst.exists():
-        old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
-        os.replace(dst, old)
-        os.replace(tmp, dst)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, dst)
+    atomic.replace_dir(tmp, dst)

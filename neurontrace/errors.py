@@ -28,3 +28,12 @@ class SchemaMismatch(BadInput):
 
 class ToolMissing(BadInput):
     """An external converter we need (e.g. neuron-explorer) is not on PATH."""
+
+
+class WorkloadFailed(NeurontraceError):
+    """The profiled program failed: it raised, exited non-zero, or its variants disagree.
+
+    Not a bug in neurontrace and not a malformed input: exit code 3.
+    """
+
+    exit_code = 3

@@ -12,10 +12,10 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import KINETO
-from neurontrace.cli.main import cli
+from support import KINETO
 
 import neurontrace
+from neurontrace.cli.main import cli
 from neurontrace.errors import SchemaMismatch
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import corpus_dir
+from support import corpus_dir
 
 import neurontrace
 from neurontrace.diagnostics import Diagnostics

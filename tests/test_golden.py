@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import KINETO, ROOT, render
+from support import KINETO, ROOT, render
 
 import neurontrace
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import KINETO
+from support import KINETO
 
 import neurontrace
 from neurontrace.diagnostics import Diagnostics

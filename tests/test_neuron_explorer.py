@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from neurontrace.cli.main import cli
 
 import neurontrace
 from neurontrace import schema as S
+from neurontrace.cli.main import cli
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers import detect
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from neurontrace.cli.main import cli
 
 import neurontrace
 from neurontrace import schema as S
+from neurontrace.cli.main import cli
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers import detect
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from neurontrace.cli.main import cli
 
 import neurontrace
 from neurontrace import schema as S
+from neurontrace.cli.main import cli
 from neurontrace.readers.neuron_raw import pair_neff
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "neuron"

@@ -81,7 +81,7 @@ def test_every_event_comes_back_exactly(events: list[dict]) -> None:
 
 
 def test_parquet_file_reads_back_identical(tmp_path: Path) -> None:
-    from conftest import KINETO
+    from support import KINETO
 
     out = tmp_path / "o.parquet"
     neurontrace.convert(KINETO / "cpu-mlp-training.json.gz", out)
