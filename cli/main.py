@@ -8,7 +8,6 @@ Exit codes: 0 success, 2 bad input (the user's file or arguments), 1 a bug in ne
 from __future__ import annotations
 
 import importlib
-import sys
 import traceback
 from typing import Any
 
@@ -72,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

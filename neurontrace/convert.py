@@ -13,11 +13,11 @@ import pyarrow as pa
 
 from neurontrace import schema as S
 from neurontrace import store
+from neurontrace.assemble import Assembled, assemble
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat
 from neurontrace.readers import detect
 from neurontrace.readers.base import Progress
-from neurontrace.assemble import Assembled, assemble
 
 PathLike = str | os.PathLike[str]
 

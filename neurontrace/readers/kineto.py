@@ -334,7 +334,6 @@ def _times(raws: list[msgspec.Raw]) -> tuple[pa.Array, list[int]]:
 
 
 def _row_batch(rows: list[Event], index: int, path: Path, diag: Diagnostics) -> pa.RecordBatch:
-    n = len(rows)
     phs = [e.ph for e in rows]
     kind = pa.array([KIND_OF_PHASE.get(p, S.INSTANT) for p in phs], pa.string())
     names = [e.name for e in rows]
@@ -367,7 +366,8 @@ def _row_batch(rows: list[Event], index: int, path: Path, diag: Diagnostics) -> 
         )
         start = pa.compute.fill_null(start, 0)
     if rounded:
-        diag.warn("sub_ns_time", f"{path}: {len(rounded)} ts value(s) rounded to 1 ns", len(rounded))
+        diag.warn("sub_ns_time", f"{path}: {len(rounded)} ts value(s) rounded to 1 ns",
+                  len(rounded))
     dur, rounded = _times([e.dur for e in rows])
     spans = pa.compute.equal(kind, S.SPAN)
     missing = pa.compute.and_(spans, pa.compute.is_null(dur))
@@ -449,7 +449,7 @@ def _args(
         args = pa.array(parts, pa.string())
     else:
         full: list[str | None] = [None] * n
-        for i, p in zip(present, parts):
+        for i, p in zip(present, parts, strict=False):
             full[i] = p
         args = pa.array(full, pa.string())
     links = _links(raws, present, path, diag)
@@ -483,7 +483,7 @@ def _links(
     out: dict[str, pa.Array] = {}
     for col, keys in _LINK_COLUMNS:
         vals: list[Any] = [None] * n
-        for i, lk in zip(present, links):
+        for i, lk in zip(present, links, strict=False):
             if lk is None:
                 continue
             for k in keys:
