@@ -276,7 +276,8 @@ def _framework_rows(df: pl.DataFrame) -> pl.DataFrame:
     """``framework_row`` and ``link`` for runtime and device rows.
 
     1. ``external_id``: the framework op carrying the same Kineto ``External id``;
-    2. ``correlation``: the runtime call with the same ``correlation`` that has a link;
+    2. ``correlation``: the op of the runtime call with the same ``correlation`` (that
+       call linked by ``external_id`` or by ``nesting``);
     3. ``flow``: a row sharing a flow arrow with a linked row;
     4. ``nesting``: for runtime calls, the innermost framework op enclosing them on the
        same thread.
@@ -293,31 +294,6 @@ def _framework_rows(df: pl.DataFrame) -> pl.DataFrame:
     df = df.join(by_ext, on=S.EXTERNAL_ID, how="left").with_columns(
         pl.when(not_fw).then(pl.col("_ext_row")).alias("_ext_row")
     )
-    by_corr = (
-        df.filter(not_fw & pl.col(S.CORRELATION).is_not_null() & pl.col("_ext_row").is_not_null())
-        .group_by(S.CORRELATION)
-        .agg(pl.col("_ext_row").first().alias("_corr_row"))
-    )
-    df = df.join(by_corr, on=S.CORRELATION, how="left").with_columns(
-        pl.when(not_fw).then(pl.col("_corr_row")).alias("_corr_row")
-    )
-    linked = pl.coalesce("_ext_row", "_corr_row")
-    flow_src = (
-        df.filter(linked.is_not_null() & pl.col(S.FLOW_IDS).is_not_null())
-        .select(linked.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid"))
-        .explode("_fid")
-        .group_by("_fid")
-        .agg(pl.col("_flow_row").first())
-    )
-    via_flow = (
-        df.filter(not_fw & linked.is_null() & pl.col(S.FLOW_IDS).is_not_null())
-        .select(S.ROW, pl.col(S.FLOW_IDS).alias("_fid"))
-        .explode("_fid")
-        .join(flow_src, on="_fid")
-        .group_by(S.ROW)
-        .agg(pl.col("_flow_row").first())
-    )
-    df = df.join(via_flow, on=S.ROW, how="left")
     # Nesting: walk up the parent chain (a few levels) to the first framework row.
     layer_of = df.select(pl.col(S.ROW).alias("_p"), pl.col(S.LAYER).alias("_pl"),
                          pl.col(S.PARENT).alias("_pp"))
@@ -339,6 +315,35 @@ def _framework_rows(df: pl.DataFrame) -> pl.DataFrame:
     df = df.join(nest_rows, on=S.ROW, how="left").with_columns(
         pl.when(not_fw).then(pl.col("_nest_row")).alias("_nest_row")
     )
+    # A launch linked by its External id or by nesting (the runtime call inside the op)
+    # lends its op to the device work that shares its correlation.
+    launcher = pl.coalesce("_ext_row", "_nest_row")
+    by_corr = (
+        df.filter(not_fw & pl.col(S.CORRELATION).is_not_null() & launcher.is_not_null())
+        .group_by(S.CORRELATION)
+        .agg(launcher.first().alias("_corr_row"))
+    )
+    df = df.join(by_corr, on=S.CORRELATION, how="left").with_columns(
+        pl.when(not_fw & pl.col("_ext_row").is_null() & pl.col("_nest_row").is_null())
+        .then(pl.col("_corr_row")).alias("_corr_row")
+    )
+    known = pl.coalesce("_ext_row", "_corr_row", "_nest_row")
+    flow_src = (
+        df.filter(known.is_not_null() & pl.col(S.FLOW_IDS).is_not_null())
+        .select(known.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid"))
+        .explode("_fid")
+        .group_by("_fid")
+        .agg(pl.col("_flow_row").first())
+    )
+    via_flow = (
+        df.filter(not_fw & known.is_null() & pl.col(S.FLOW_IDS).is_not_null())
+        .select(S.ROW, pl.col(S.FLOW_IDS).alias("_fid"))
+        .explode("_fid")
+        .join(flow_src, on="_fid")
+        .group_by(S.ROW)
+        .agg(pl.col("_flow_row").first())
+    )
+    df = df.join(via_flow, on=S.ROW, how="left")
     link = (
         pl.when(pl.col("_ext_row").is_not_null()).then(pl.lit("external_id"))
         .when(pl.col("_corr_row").is_not_null()).then(pl.lit("correlation"))
