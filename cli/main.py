@@ -20,6 +20,12 @@ from neurontrace.errors import NeurontraceError
 #: command name -> module under neurontrace.cli defining a click command of that name.
 COMMANDS: dict[str, str] = {
     "convert": "convert",
+    "ops": "ops",
+    "gaps": "gaps",
+    "copies": "copies",
+    "steps": "steps",
+    "report": "report",
+    "compare": "compare",
 }
 
 

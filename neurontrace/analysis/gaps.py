@@ -50,8 +50,9 @@ TRACK_KEYS = (S.RANK, S.TRACK)
 
 @dataclass(frozen=True)
 class Gaps:
-    """``tracks``: one row per device track: ``rank, track, span_ns, busy_ns, idle_ns,
-    gaps`` (how many gaps are listed) and ``<cause>_ns`` (idle time per cause, all gaps).
+    """``tracks``: one row per device track: ``rank, track, start_ns`` (of its first work),
+    ``span_ns, busy_ns, idle_ns, gaps`` (how many gaps are listed) and ``<cause>_ns``
+    (idle time per cause, over all gaps).
 
     ``gaps``: ``rank, track, start_ns, dur_ns, cause, before, after``, by track and time.
     """
@@ -75,6 +76,7 @@ def gaps(lf: pl.LazyFrame, min_gap_ns: int = 0) -> Gaps:
     tracks = (
         pieces.group_by(*TRACK_KEYS)
         .agg(
+            start_ns=pl.col("start").min(),
             span_ns=pl.col("end").max() - pl.col("start").min(),
             busy_ns=(pl.col("end") - pl.col("start")).sum(),
         )

@@ -52,8 +52,8 @@ def steps(lf: pl.LazyFrame) -> pl.DataFrame:
     if windows.height == 0:
         return pl.DataFrame(schema={c: (pl.Int64) for c in COLUMNS})
     by = [S.RANK]
-    pieces, gaps = idle(lf, by)
-    gaps = gaps.collect()
+    pieces, classified = idle(lf, by)
+    gaps = classified.collect()
     out = I.overlap(pieces, windows, by, S.START_NS, "w_end", "busy_ns")
     for c in CAUSES:
         mine = gaps.filter(pl.col("cause") == c).select(
