@@ -45,11 +45,15 @@ def as_dict(r: Report) -> dict[str, Any]:
     }
 
 
-def _per_step(n: int, steps: int, what: str) -> str:
-    if steps:
-        v = n / steps
-        return f"{v:,.0f} {what} per step" if v == int(v) else f"{v:,.1f} {what} per step"
-    return f"{n:,} {what}"
+_PLURAL = {"launch": "launches", "call": "calls", "copy": "copies"}
+
+
+def _per_step(n: int, steps: int, noun: str, adjective: str = "") -> str:
+    """``3 launches per step`` (or ``7 launches`` without steps); ``1 h2d copy per step``."""
+    v = n / steps if steps else float(n)
+    number = f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"
+    word = noun if v == 1 else _PLURAL[noun]
+    return f"{number} {adjective + ' ' if adjective else ''}{word}" + (" per step" if steps else "")
 
 
 def words(r: Report, name: str) -> list[str]:
@@ -60,7 +64,7 @@ def words(r: Report, name: str) -> list[str]:
         out.append(R.heading("Device time by the op that launched it"))
         for name_, calls, _self, _total, share in r.device_ops.iter_rows():
             out.append(f"  {name_}: {R.percent(share)} of device time, "
-                       + _per_step(calls, r.steps, "launches"))
+                       + _per_step(calls, r.steps, "launch"))
     else:
         out.append("No device work in this trace (host only).")
     out.append("")
@@ -85,7 +89,7 @@ def words(r: Report, name: str) -> list[str]:
         for op, direction, n, nbytes, _dur, tiny in r.copies.iter_rows():
             small = (", all tiny (<= 64 B: scalars living on the host?)" if tiny == n
                      else f", {tiny:,} tiny" if tiny else "")
-            out.append(f"  {op}: {_per_step(n, r.steps, direction or 'copies')}, "
+            out.append(f"  {op}: {_per_step(n, r.steps, 'copy', direction or '')}, "
                        f"{R.nbytes(nbytes)}{small}")
     else:
         out.append("No copies between host and device.")
@@ -94,5 +98,5 @@ def words(r: Report, name: str) -> list[str]:
         out.append(R.heading("Host time by op (self CPU, as key_averages)"))
         for name_, calls, _self, _total, share in r.host_ops.iter_rows():
             out.append(f"  {name_}: {R.percent(share)} of host self time, "
-                       + _per_step(calls, r.steps, "calls"))
+                       + _per_step(calls, r.steps, "call"))
     return out
