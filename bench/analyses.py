@@ -44,7 +44,7 @@ def main() -> None:
     rows = store.scan(path).select("row").collect().height
     size = path.stat().st_size / 1e6
     print(f"{path}: {rows:,} events, {size:.1f} MB of Parquet\n")
-    print("| analysis | median of {} (s) |".format(a.repeat))
+    print(f"| analysis | median of {a.repeat} (s) |")
     print("|---|---|")
     for name, fn in CASES.items():
         times = []

@@ -91,7 +91,8 @@ def test_gaps_json_fields(trace: Path) -> None:
 def test_copies_json_fields(trace: Path) -> None:
     got = as_json("copies", str(trace))
     assert len(got) == 2
-    assert {"start_ns", "dur_ns", "bytes", "direction", "op", "via", "tiny", "layers"} <= set(got[0])
+    fields = {"start_ns", "dur_ns", "bytes", "direction", "op", "via", "tiny", "layers"}
+    assert fields <= set(got[0])
     assert (got[0]["op"], got[0]["via"], got[0]["direction"], got[0]["tiny"]) == (
         "aten::add", "aten::copy_", "h2d", True)
 

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neurontrace.analysis import gaps
+
 from synthetic import dev, op, rt, table
 
 # Two pieces of device work with a 40 ns gap between them: [10, 50).

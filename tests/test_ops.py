@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from neurontrace.analysis import ops
 from neurontrace.analysis.ops import UNLINKED
+
 from synthetic import dev, op, rt, shuffled, table
 
 

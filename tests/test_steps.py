@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neurontrace.analysis import steps
+
 from synthetic import dev, op, rt, table
 
 

@@ -13,19 +13,22 @@ Terms, per device track (a GPU stream, a NeuronCore engine; one per ``rank, trac
 - **busy**: the union of the work's intervals; **idle** = span - busy.
 - **gap**: a stretch of idle time between two pieces of work; ``before`` and ``after``
   name the work that ends it on the left and starts it on the right.
-- **cause** of a gap: whichever explanation covers most of it, from what overlaps it in
-  the other layers of the same rank (ties in this order):
+- **cause** of a gap, from what overlaps it in the other layers of the same rank. Each
+  instant of the gap is explained by the first of these that holds at that instant,
+  and the gap's cause is the one explaining the most of it (ties in this order):
 
   1. ``h2d_copy``: a host-to-device copy (runtime call or transfer on another track)
      is in progress: the device waits for data;
   2. ``sync``: a synchronisation is in progress (a ``*Synchronize`` call, a stream
      waiting on an event, ``kbl_exec_wait``);
   3. ``launch_latency``: the launch of the work after the gap (the runtime call with
-     its ``correlation``, or a flow arrow) has begun and the work has not yet started;
-     the covered part is from ``max(launch start, gap start)`` to the gap's end;
+     its ``correlation``, or a flow arrow) has begun and the work has not started;
   4. ``host_dispatch``: a framework op is running on the host and nothing has been
-     launched yet (the part of the gap before the launch that framework ops cover);
+     launched yet;
   5. ``unknown``: none of these overlaps the gap.
+
+  A copy made inside an op (``aten::add`` -> ``nrt_tensor_write``) thus counts as the
+  copy, not as the op around it.
 """
 
 from __future__ import annotations
@@ -137,14 +140,27 @@ def idle(lf: pl.LazyFrame, by: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFram
         _cut=pl.min_horizontal(pl.col("g_end"), pl.col("_launch").fill_null(pl.col("g_end")))
         .clip(lower_bound=pl.col("g_start"))
     )
-    rank_only = [S.RANK]
-    found = I.overlap(_union_of(lf, V.is_copy() & (V.direction() == V.H2D)), found,
-                      rank_only, "g_start", "g_end", f"{H2D_COPY}_cover")
-    found = I.overlap(_union_of(lf, V.is_sync()), found,
-                      rank_only, "g_start", "g_end", f"{SYNC}_cover")
-    found = I.overlap(_union_of(lf, V.is_op()), found,
-                      rank_only, "g_start", "_cut", f"{DISPATCH}_cover")
-    found = found.with_columns((pl.col("g_end") - pl.col("_cut")).alias(f"{LAUNCH}_cover"))
+    # Each instant of a gap goes to the first explanation that holds then (copy, sync,
+    # launch once issued, framework op), so one event nested in another (a copy inside
+    # an op) counts for the more specific: unions of the first k kinds, differenced.
+    copy = _spans(lf, V.is_copy() & (V.direction() == V.H2D))
+    sync = _spans(lf, V.is_sync())
+    host = _spans(lf, V.is_op())
+    u_c = _union(copy)
+    u_cs = _union(pl.concat([copy, sync]))
+    u_cso = _union(pl.concat([copy, sync, host]))
+    on = [S.RANK]
+    found = I.overlap(u_c, found, on, "g_start", "g_end", "_c")
+    found = I.overlap(u_cs, found, on, "g_start", "g_end", "_cs")
+    found = I.overlap(u_cs, found, on, "g_start", "_cut", "_cs_pre")
+    found = I.overlap(u_cso, found, on, "g_start", "_cut", "_cso_pre")
+    found = found.with_columns(
+        pl.col("_c").alias(f"{H2D_COPY}_cover"),
+        (pl.col("_cs") - pl.col("_c")).alias(f"{SYNC}_cover"),
+        (pl.col("g_end") - pl.col("_cut") - (pl.col("_cs") - pl.col("_cs_pre")))
+        .alias(f"{LAUNCH}_cover"),
+        (pl.col("_cso_pre") - pl.col("_cs_pre")).alias(f"{DISPATCH}_cover"),
+    ).drop("_c", "_cs", "_cs_pre", "_cso_pre")
     covers = [pl.col(f"{c}_cover") for c in CAUSES if c != UNKNOWN]
     best = pl.max_horizontal(covers)
     cause: pl.Expr = pl.lit(UNKNOWN)
@@ -158,10 +174,13 @@ def idle(lf: pl.LazyFrame, by: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFram
     return pieces.select(*keys, "start", "end"), found
 
 
-def _union_of(lf: pl.LazyFrame, which: pl.Expr) -> pl.LazyFrame:
-    spans = lf.filter(which).select(
+def _spans(lf: pl.LazyFrame, which: pl.Expr) -> pl.LazyFrame:
+    return lf.filter(which).select(
         S.RANK, start=pl.col(S.START_NS), end=pl.col(S.START_NS) + pl.col(S.DUR_NS)
     )
+
+
+def _union(spans: pl.LazyFrame) -> pl.LazyFrame:
     return I.union(spans, [S.RANK]).collect().lazy()
 
 
