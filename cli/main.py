@@ -21,6 +21,12 @@ from neurontrace.errors import NeurontraceError
 COMMANDS: dict[str, str] = {
     "capture": "capture",
     "convert": "convert",
+    "ops": "ops",
+    "gaps": "gaps",
+    "copies": "copies",
+    "steps": "steps",
+    "report": "report",
+    "compare": "compare",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -22,3 +23,23 @@ def verbose_option(f: F) -> F:
         "-v", "--verbose", count=True, expose_value=False, callback=_set_verbose,
         help="Show warnings (and tracebacks of bugs).",
     )(f)
+
+
+def json_option(f: F) -> F:
+    """``--json``: machine-readable output on stdout (field names are the library's)."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON instead of a table.",
+    )(f)
+
+
+def top_option(default: int) -> Callable[[F], F]:
+    """``--top N``: how many rows to show (0 for all)."""
+    return click.option(
+        "--top", type=click.IntRange(min=0), default=default, show_default=True,
+        help="Show the N largest rows (0: all).",
+    )
+
+
+def path_argument(f: F) -> F:
+    """A trace, a run folder, or what ``convert`` wrote."""
+    return click.argument("path", type=click.Path(path_type=Path))(f)

@@ -55,16 +55,27 @@ def _assemble(src: Source, rank: int | None, progress: Progress | None,
 def load(src: PathLike, fmt: str | None = None, rank: int | None = None,
          diag: Diagnostics | None = None) -> pa.Table:
     """Read one trace straight into the event table (in memory; no file written)."""
+    tables = load_all(src, fmt, rank, diag)
+    if len(tables) != 1:
+        raise BadInput(f"{src}: holds {len(tables)} traces; use load_all, or convert to a folder")
+    return tables[0]
+
+
+def load_all(src: PathLike, fmt: str | None = None, rank: int | None = None,
+             diag: Diagnostics | None = None) -> list[pa.Table]:
+    """Every trace in ``src`` (a file, a run folder, a folder of traces), each as an
+    event table in memory, in the order ``convert`` would write them."""
+    diag = diag if diag is not None else Diagnostics()
+    tables = []
     with tempfile.TemporaryDirectory(prefix="neurontrace-cache-") as cache:
         sources, _, _ = inputs_of([src], fmt, Path(cache))
-        if len(sources) != 1:
-            raise BadInput(f"{src}: holds {len(sources)} traces; use convert to a folder")
-        built, meta = _assemble(sources[0], rank, None,
-                                 diag if diag is not None else Diagnostics(), None)
-        try:
-            return built.table().replace_schema_metadata(meta)
-        finally:
-            built.close()
+        for source in sources:
+            built, meta = _assemble(source, rank, None, diag, None)
+            try:
+                tables.append(built.table().replace_schema_metadata(meta))
+            finally:
+                built.close()
+    return tables
 
 
 def _write(src: Source, dst: Path, rank: int | None,

@@ -148,3 +148,50 @@ def _stack(s: pl.DataFrame) -> pl.DataFrame:
         {"row": rows, "parent": parents, "depth": depths},
         schema={"row": _I64, "parent": _I64, "depth": _I64},
     )
+
+
+def containers(spans: pl.DataFrame) -> pl.DataFrame:
+    """The parent of each span under ``torch.profiler``'s rule, which tolerates overlaps.
+
+    ``spans`` has columns ``row`` (unique), ``lane``, ``start``, ``dur``; returns ``row,
+    parent``. Spans are ordered by start, longer first, then ``row``; the parent of a
+    span is the *last* span before it in that order, on its lane, that contains it
+    (``start < p_end`` and ``end <= p_end``). A span that only partly overlaps another
+    is not its child (``EventList._populate_cpu_children`` pops it)::
+
+        |------ A ------|
+             |------ B ------|        B partly overlaps A: parent(B) = none
+               |- C -|                parent(C) = B (the last that contains it)
+
+    That is the nearest earlier span whose end reaches ``max(end, start + 1)``: a
+    "previous greater element" query, answered for all spans at once by descending a
+    sparse table of running maxima of the ends (``log2(n)`` vectorised steps), so
+    overlapping lanes cost no more than well-nested ones.
+    """
+    if spans.height == 0:
+        return pl.DataFrame(schema={"row": _I64, "parent": _I64})
+    s = spans.select(
+        pl.col("row").cast(_I64), "lane", pl.col("start").cast(_I64), pl.col("dur").cast(_I64)
+    ).sort(["lane", "start", "dur", "row"], descending=[False, False, True, False])
+    n = s.height
+    start = s.get_column("start")
+    end = start + s.get_column("dur")
+    need = pl.select(pl.max_horizontal(end, start + 1)).to_series()
+    floor = pl.lit(-(1 << 63), _I64)
+    levels = [end]  # levels[k][p] = max(end[p - 2**k + 1 .. p])
+    while (1 << len(levels)) <= n:
+        prev = levels[-1]
+        width = 1 << (len(levels) - 1)
+        levels.append(pl.select(pl.max_horizontal(prev, prev.shift(width, fill_value=floor)))
+                      .to_series())
+    pos = pl.int_range(-1, n - 1, dtype=_I64, eager=True)
+    for k in range(len(levels) - 1, -1, -1):
+        block = levels[k].gather(pos.clip(0))
+        skip = (pos >= 0) & (block < need)
+        pos = pl.select(pl.when(skip).then(pos - (1 << k)).otherwise(pos)).to_series()
+    safe = pos.clip(0)
+    lane = s.get_column("lane")
+    found = (pos >= 0) & (end.gather(safe) >= need) & (lane.gather(safe) == lane)
+    rows = s.get_column("row")
+    parent = pl.select(pl.when(found).then(rows.gather(safe))).to_series()
+    return pl.DataFrame({"row": rows, "parent": parent.cast(_I64)})

@@ -65,6 +65,9 @@ INSTANCE_ID = "instance_id"
 EXECUTION = "execution"
 ARGS = "args"
 
+#: Columns whose values are ``row`` numbers (moved together when tables are stacked).
+ROW_REFS = (ROW, PARENT, FRAMEWORK_ROW)
+
 
 @dataclass(frozen=True)
 class Column:

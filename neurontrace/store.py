@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from neurontrace import schema as S
@@ -108,20 +109,52 @@ def is_ours(path: Path) -> bool:
 
 
 def read(path: str | os.PathLike[str]) -> pa.Table:
-    """The event table of a file (or dataset folder) that ``convert`` wrote."""
+    """The event table of a file (or dataset folder) that ``convert`` wrote.
+
+    The files of a dataset folder are numbered on from one another (see :func:`scan`).
+    """
     files = _files(Path(path))
     for f in files:
         check(f)
     tables = [pq.read_table(f, schema=S.SCHEMA) for f in files]
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    if len(tables) == 1:
+        return tables[0]
+    offset = 0
+    for i, t in enumerate(tables):
+        if offset:
+            for c in S.ROW_REFS:
+                k = t.schema.get_field_index(c)
+                t = t.set_column(k, S.SCHEMA.field(c), pc.add(t.column(c), offset))
+            tables[i] = t
+        offset += t.num_rows
+    return pa.concat_tables(tables)
 
 
 def scan(path: str | os.PathLike[str]) -> pl.LazyFrame:
-    """A lazy Polars scan of a file (or dataset folder) that ``convert`` wrote."""
+    """A lazy Polars scan of a file (or dataset folder) that ``convert`` wrote.
+
+    Each file numbers its rows from 0; in a dataset folder the rows of the second file
+    and on are offset (with the ``parent`` and ``framework_row`` that point at them) so
+    that ``row`` stays unique in the whole frame.
+    """
     files = _files(Path(path))
     for f in files:
         check(f)
-    return pl.scan_parquet([str(f) for f in files], hive_partitioning=False)
+    if len(files) == 1:
+        return pl.scan_parquet(str(files[0]), hive_partitioning=False)
+    parts = []
+    offset = 0
+    for f in files:
+        parts.append(offset_rows(pl.scan_parquet(str(f), hive_partitioning=False), offset))
+        offset += pq.ParquetFile(f).metadata.num_rows
+    return pl.concat(parts, how="vertical")
+
+
+def offset_rows(lf: pl.LazyFrame, offset: int) -> pl.LazyFrame:
+    """``lf`` with ``row`` and the columns that refer to rows moved on by ``offset``."""
+    if not offset:
+        return lf
+    return lf.with_columns(pl.col(c) + offset for c in S.ROW_REFS)
 
 
 def file_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:

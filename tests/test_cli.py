@@ -12,11 +12,12 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from support import KINETO
 
 import neurontrace
 from neurontrace.cli.main import cli
 from neurontrace.errors import SchemaMismatch
+
+from support import KINETO
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

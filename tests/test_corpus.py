@@ -13,10 +13,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from support import corpus_dir
 
 import neurontrace
 from neurontrace.diagnostics import Diagnostics
+
+from support import corpus_dir
 
 KIND = {"X": "span", "i": "instant", "I": "instant", "C": "counter"}
 FILES = sorted(corpus_dir().glob("*.json*")) if corpus_dir() else []

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from support import KINETO, ROOT, render
 
 import neurontrace
+
+from support import KINETO, ROOT, render
 
 GOLDEN = ROOT / "tests" / "golden"
 REFUSED = {"truncated.json", "not-a-trace.json"}

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from support import KINETO
 
 import neurontrace
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers import detect
+
+from support import KINETO
 
 
 def events(name: str) -> pl.DataFrame:

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from capturing import capture, events, manifest, step_names
 
 from neurontrace import schema as S
+
+from capturing import capture, events, manifest, step_names
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.torch

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from capturing import SHAPE, STEPS, capture, count, events, manifest, step_names
 
 from neurontrace.cli.main import COMMANDS
+
+from capturing import SHAPE, STEPS, capture, count, events, manifest, step_names
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.torch

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from capturing import count, events, manifest, step_names
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"

@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from capturing import SHAPE, STEPS, capture, events, manifest, step_names
 
 from neurontrace.capture import neuron
+
+from capturing import SHAPE, STEPS, capture, events, manifest, step_names
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch,

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from capturing import capture, events, manifest, step_names
 
 from neurontrace.capture import profile
+
+from capturing import capture, events, manifest, step_names
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch

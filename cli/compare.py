@@ -1,0 +1,79 @@
+"""``neurontrace compare``: runs side by side, with ratios to the first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import polars as pl
+
+from neurontrace import analysis
+from neurontrace.analysis.compare import OP_PREFIX
+from neurontrace.cli import render as R
+from neurontrace.cli.options import json_option, top_option, verbose_option
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@top_option(5)
+@json_option
+@verbose_option
+def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
+    """Compare runs A B [C ...] (traces, run folders, or what convert wrote).
+
+    Wall, host and device time, launches, device idle time, copies and the top ops of
+    each run, with each figure's ratio to the first run's (below 1: less than the
+    first). --json prints one {metric, run, value, ratio} object per figure and run.
+    """
+    runs = {label: analysis.events(p) for label, p in zip(labels(paths), paths, strict=True)}
+    table = analysis.compare(runs, top=top or 1_000_000)
+    if as_json:
+        R.emit_json(R.records(table))
+        return
+    names = list(runs)
+    wide = table.pivot("run", index="metric", values=["value", "ratio"], sort_columns=False)
+    cols = [R.Col("metric", "", flex=True, right=False)]
+    for i, n in enumerate(names):
+        cols.append(R.Col(f"value_{n}", n, _fmt_for))
+        if i:
+            cols.append(R.Col(f"ratio_{n}", "x first", R.ratio))
+    shown = wide.with_columns(
+        pl.struct("metric", pl.col(f"value_{n}")).alias(f"value_{n}") for n in names
+    )
+    R.echo(R.table(shown, cols))
+
+
+def _fmt_for(v: dict[str, object]) -> str:
+    metric, value = v["metric"], next(x for k, x in v.items() if k != "metric")
+    assert isinstance(metric, str)
+    if metric.endswith("_ns") or metric.startswith(OP_PREFIX):
+        return R.duration(value)
+    if metric.endswith("_bytes"):
+        return R.nbytes(value)
+    return R.count(value)
+
+
+def labels(paths: tuple[Path, ...]) -> list[str]:
+    """Short, unique run names: file names without extensions, or, when those repeat
+    (``naive/events.parquet``, ``compiled/events.parquet``), the folders' names."""
+    stems = [_stem(p) for p in paths]
+    if len(set(stems)) < len(stems):
+        parents = [p.resolve().parent.name for p in paths]
+        if len(set(parents)) == len(parents) and all(parents):
+            return parents
+    out: list[str] = []
+    for p, name in zip(paths, stems, strict=True):
+        base, k = name or str(p), 1
+        while name in out:
+            k += 1
+            name = f"{base}-{k}"
+        out.append(name)
+    return out
+
+
+def _stem(p: Path) -> str:
+    name = p.name
+    for ext in (".json.gz", ".json", ".parquet", ".gz"):
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return name

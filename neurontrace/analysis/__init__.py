@@ -1,0 +1,39 @@
+"""Analyses: pure functions from a :class:`polars.LazyFrame` of events to tables.
+
+::
+
+    from neurontrace import analysis as A
+    lf = A.events("run.parquet")            # or a raw trace, or a run folder
+    A.ops(lf, layer="device")               # op share (key_averages view)
+    A.gaps(lf).gaps                         # device idle time and its causes
+    A.copies(lf)                            # host <-> device transfers
+    A.steps(lf)                             # per ProfilerStep: busy / idle / host only
+    A.compare({"naive": lf1, "fused": lf2}) # runs side by side
+
+None of them prints or writes; the command line renders what they return.
+"""
+
+from __future__ import annotations
+
+from neurontrace.analysis.compare import compare
+from neurontrace.analysis.copies import copies, copy_summary
+from neurontrace.analysis.gaps import Gaps, gaps
+from neurontrace.analysis.ops import device_ops, host_ops, ops
+from neurontrace.analysis.report import Report, report
+from neurontrace.analysis.source import events
+from neurontrace.analysis.steps import steps
+
+__all__ = [
+    "Gaps",
+    "Report",
+    "compare",
+    "copies",
+    "copy_summary",
+    "device_ops",
+    "events",
+    "gaps",
+    "host_ops",
+    "ops",
+    "report",
+    "steps",
+]

@@ -1,0 +1,184 @@
+"""Op share: where the time went, per op name (the ``key_averages()`` view).
+
+Two views, both one row per name with ``calls, self_ns, total_ns, share``, largest
+``self_ns`` first:
+
+**framework** (host): what ``torch.profiler``'s ``key_averages()`` shows for the same
+run: ``calls`` (# of Calls), ``self_ns`` (Self CPU), ``total_ns`` (CPU total) and
+``share`` = self / the sum of all self times. Built the way torch builds it:
+
+- the events are the host spans torch keeps (operators, ``record_function`` ranges,
+  Python frames under ``with_stack``, runtime calls on host threads; see
+  :data:`.vocab.HOST_CATEGORIES`), minus the utility ops torch filters out
+  (``aten::is_leaf``, ...); every ``ProfilerStep#N`` is named ``ProfilerStep*``;
+- they are nested per thread among themselves only (other spans on the thread are
+  ignored) by torch's rule (:func:`neurontrace.nesting.containers`), and self =
+  duration - the durations of the direct children (negative where ``with_stack``'s
+  Python frames overlap ``record_function`` ranges: torch reports the same);
+- an op nested directly in an op of the same name that has no other child is merged
+  into it (``EventList._remove_dup_nodes``): it is not a call of its own and its
+  duration is not added again to the total::
+
+      aten::div_  |-------------- 10 --------------|
+      aten::div_     |---------- 7 ----------|          (its only child)
+      aten::empty       |-2-|
+      -> aten::div_: calls 1, total 10, self 8;  aten::empty: calls 1, total 2, self 2
+
+**device**: device time charged to the framework op that launched the work (the row's
+``framework_row``: the innermost op, as ``Self CUDA`` / ``Self NEURON`` in
+``key_averages()``). ``calls`` = launches, ``self_ns`` = ``total_ns`` = device time,
+``share`` = fraction of all device time. One execution seen on several cores (rows
+sharing ``execution``) is one launch lasting from its first start to its last end.
+Work without a link is charged to ``(unlinked)``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import polars as pl
+
+from neurontrace import schema as S
+from neurontrace.analysis import vocab as V
+from neurontrace.nesting import containers
+
+Layer = Literal["framework", "device"]
+UNLINKED = "(unlinked)"
+
+NAME, CALLS, SELF_NS, TOTAL_NS, SHARE = "name", "calls", "self_ns", "total_ns", "share"
+COLUMNS = (NAME, CALLS, SELF_NS, TOTAL_NS, SHARE)
+
+_SCHEMA = {NAME: pl.String, CALLS: pl.Int64, SELF_NS: pl.Int64, TOTAL_NS: pl.Int64,
+           SHARE: pl.Float64}
+
+
+def ops(lf: pl.LazyFrame, layer: Layer = "framework") -> pl.DataFrame:
+    """Per op name: ``name, calls, self_ns, total_ns, share``, largest self time first."""
+    if layer == "framework":
+        return host_ops(lf)
+    if layer == "device":
+        return device_ops(lf)
+    raise ValueError(f"layer must be 'framework' or 'device', not {layer!r}")
+
+
+def host_events(lf: pl.LazyFrame) -> pl.DataFrame:
+    """The spans ``key_averages()`` is built from, nested among themselves.
+
+    Columns: ``row, rank, name`` (as key_averages names it), ``start_ns, dur_ns``,
+    ``parent`` and ``self_ns`` (of this nesting: torch's, where a span that partly
+    overlaps another is not its child, and self time is not clipped at 0, so it can be
+    negative as in torch), ``merged`` (folded into a parent of the same name).
+    """
+    rows = (
+        lf.filter(
+            pl.col(S.LAYER).is_in([S.FRAMEWORK, S.RUNTIME])
+            & V.is_span()
+            & pl.col(S.CATEGORY).is_in(V.HOST_CATEGORIES)
+            & ~pl.col(S.NAME).is_in(V.KEY_AVERAGES_SKIPPED)
+        )
+        .select(
+            S.ROW, S.RANK, V.op_name().alias(S.NAME), S.START_NS, S.DUR_NS,
+            lane=pl.struct(
+                S.RANK, S.PID, S.TID,
+                pl.when(pl.col(S.PID).is_null() | pl.col(S.TID).is_null()).then(S.TRACK),
+            ).rank("dense"),
+        )
+        .collect()
+    )
+    tree = containers(rows.select(row=S.ROW, lane="lane", start=S.START_NS, dur=S.DUR_NS))
+    df = rows.drop("lane").join(tree.rename({"row": S.ROW, "parent": S.PARENT}), on=S.ROW)
+    kids = (
+        df.group_by(S.PARENT)
+        .agg(_kids_ns=pl.col(S.DUR_NS).sum(), _kids=pl.len())
+        .drop_nulls(S.PARENT)
+        .rename({S.PARENT: S.ROW})
+    )
+    df = df.join(kids, on=S.ROW, how="left").with_columns(
+        (pl.col(S.DUR_NS) - pl.col("_kids_ns").fill_null(0)).alias(S.SELF_NS)
+    )
+    up = df.select(
+        pl.col(S.ROW).alias(S.PARENT), _parent_name=S.NAME, _parent_kids="_kids"
+    )
+    return (
+        df.join(up, on=S.PARENT, how="left")
+        .with_columns(
+            merged=((pl.col(S.NAME) == pl.col("_parent_name")) & (pl.col("_parent_kids") == 1))
+            .fill_null(False)
+        )
+        .drop("_kids_ns", "_kids", "_parent_name", "_parent_kids")
+    )
+
+
+def host_ops(lf: pl.LazyFrame) -> pl.DataFrame:
+    """The framework view (see the module docstring)."""
+    ev = host_events(lf)
+    # A merged op's self time stays with its name (it telescopes into the surviving
+    # parent of the same name), so summing self over every row is already the merged sum.
+    out = ev.group_by(S.NAME).agg(
+        (~pl.col("merged")).sum().cast(pl.Int64).alias(CALLS),
+        pl.col(S.SELF_NS).sum().alias(SELF_NS),
+        pl.col(S.DUR_NS).filter(~pl.col("merged")).sum().alias(TOTAL_NS),
+    )
+    return _finish(out)
+
+
+def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Device work as launches: ``rank, framework_row, start_ns, end_ns, dur_ns, step``.
+
+    Rows sharing ``execution`` (one execution seen on several cores) are one launch.
+    ``step`` is the step of the launching op, else of the work itself.
+    """
+    work = lf.filter(V.is_device_work()).select(
+        S.ROW, S.RANK, S.FRAMEWORK_ROW, S.START_NS, S.STEP,
+        end_ns=pl.col(S.START_NS) + pl.col(S.DUR_NS),
+        _key=pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String)),
+    )
+    grouped = work.group_by(S.RANK, "_key").agg(
+        pl.col(S.FRAMEWORK_ROW).drop_nulls().first(),
+        pl.col(S.START_NS).min(),
+        pl.col("end_ns").max(),
+        pl.col(S.STEP).drop_nulls().first(),
+        pl.col(S.ROW).min(),
+    )
+    op_step = lf.filter(pl.col(S.LAYER) == S.FRAMEWORK).select(
+        pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.STEP).alias("_op_step")
+    )
+    return (
+        grouped.join(op_step, on=S.FRAMEWORK_ROW, how="left")
+        .select(
+            S.ROW, S.RANK, S.FRAMEWORK_ROW, S.START_NS, "end_ns",
+            dur_ns=pl.col("end_ns") - pl.col(S.START_NS),
+            step=pl.coalesce("_op_step", S.STEP),
+        )
+    )
+
+
+def device_ops(lf: pl.LazyFrame) -> pl.DataFrame:
+    """The device view (see the module docstring)."""
+    names = lf.filter(pl.col(S.LAYER) == S.FRAMEWORK).select(
+        pl.col(S.ROW).alias(S.FRAMEWORK_ROW), V.op_name().alias(NAME)
+    )
+    out = (
+        launches(lf)
+        .join(names, on=S.FRAMEWORK_ROW, how="left")
+        .group_by(pl.col(NAME).fill_null(UNLINKED))
+        .agg(
+            pl.len().cast(pl.Int64).alias(CALLS),
+            pl.col(S.DUR_NS).sum().alias(SELF_NS),
+        )
+        .with_columns(pl.col(SELF_NS).alias(TOTAL_NS))
+        .collect()
+    )
+    return _finish(out)
+
+
+def _finish(df: pl.DataFrame) -> pl.DataFrame:
+    total = df.get_column(SELF_NS).sum() if df.height else 0
+    return (
+        df.with_columns(
+            (pl.col(SELF_NS) / total if total else pl.lit(0.0)).cast(pl.Float64).alias(SHARE)
+        )
+        .select(COLUMNS)
+        .sort([SELF_NS, TOTAL_NS, NAME], descending=[True, True, False])
+        .cast(_SCHEMA)  # type: ignore[arg-type]
+    )

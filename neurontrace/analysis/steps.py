@@ -1,0 +1,79 @@
+"""Steps: each ``ProfilerStep#N``'s wall time split into device busy, idle by cause, host only.
+
+All of a rank's device tracks count as one device here: it is busy while any track is::
+
+    step N   |<------------------------- wall --------------------------->|
+    device         |== busy ==| idle |= busy =|    idle    |== busy ==|
+             |host |                                                  | host |
+             |only |<------------ device span within the step -------->| only |
+
+- ``busy_ns``: time within the step when some device work runs;
+- ``idle_ns``: gaps between device work that fall within the step, split by cause as
+  in :mod:`.gaps` (``<cause>_ns``); a gap that straddles two steps is split between them;
+- ``host_only_ns``: the rest of the step: before the device's first work or after its
+  last (on a CPU-only trace, the whole step);
+- ``launches``: device launches made by the step's ops (see :func:`.ops.launches`).
+
+``wall_ns = busy_ns + idle_ns + host_only_ns`` for every step.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from neurontrace import schema as S
+from neurontrace.analysis import intervals as I
+from neurontrace.analysis import vocab as V
+from neurontrace.analysis.gaps import CAUSES, idle
+from neurontrace.analysis.ops import launches
+
+COLUMNS = (
+    "step", S.RANK, S.START_NS, "wall_ns", "busy_ns", "idle_ns",
+    *(f"{c}_ns" for c in CAUSES), "host_only_ns", "launches",
+)
+
+
+def steps(lf: pl.LazyFrame) -> pl.DataFrame:
+    """One row per ``(rank, step)`` in time order; empty when the trace has no steps."""
+    windows = (
+        lf.filter(
+            (pl.col(S.LAYER) == S.FRAMEWORK)
+            & V.is_span()
+            & pl.col(S.NAME).str.contains(V.PROFILER_STEP_PATTERN)
+        )
+        .select(
+            pl.col(S.NAME).str.extract(r"(\d+)$").cast(pl.Int64).alias("step"),
+            S.RANK, S.START_NS,
+            wall_ns=pl.col(S.DUR_NS),
+            w_end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
+        )
+        .collect()
+    )
+    if windows.height == 0:
+        return pl.DataFrame(schema={c: (pl.Int64) for c in COLUMNS})
+    by = [S.RANK]
+    pieces, classified = idle(lf, by)
+    gaps = classified.collect()
+    out = I.overlap(pieces, windows, by, S.START_NS, "w_end", "busy_ns")
+    for c in CAUSES:
+        mine = gaps.filter(pl.col("cause") == c).select(
+            *by, start=pl.col(S.START_NS), end=pl.col(S.START_NS) + pl.col(S.DUR_NS)
+        )
+        out = I.overlap(mine, out, by, S.START_NS, "w_end", f"{c}_ns")
+    per_step = (
+        launches(lf)
+        .filter(pl.col("step").is_not_null())
+        .group_by(S.RANK, "step")
+        .agg(launches=pl.len().cast(pl.Int64))
+    )
+    return (
+        out.with_columns(idle_ns=pl.sum_horizontal(*(f"{c}_ns" for c in CAUSES)))
+        .with_columns(
+            host_only_ns=pl.col("wall_ns") - pl.col("busy_ns") - pl.col("idle_ns")
+        )
+        .join(per_step, on=[S.RANK, "step"], how="left")
+        .with_columns(pl.col("launches").fill_null(0))
+        .select(COLUMNS)
+        .sort(S.RANK, S.START_NS)
+        .collect()
+    )

@@ -1,0 +1,152 @@
+"""The analysis commands: thin shells that accept a raw trace, a folder or our Parquet."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import neurontrace
+from neurontrace.cli.main import COMMANDS, cli
+
+ANALYSES = ["ops", "gaps", "copies", "steps", "report"]
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def kineto(path: Path, scale: int = 1) -> Path:
+    """SYNTHETIC, CUDA-shaped Kineto trace (field names as in the corpus traces): two
+    steps, each an aten::mul (kernel) and an aten::add whose Python scalar is copied
+    to the device first."""
+    ev: list[dict[str, Any]] = []
+    for step in range(2):
+        t = 1000.0 * step
+        ext = 10 * step
+        ev += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1,
+             "tid": 1, "ts": t, "dur": 900.0, "args": {}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1,
+             "ts": t + 10, "dur": 100.0 * scale, "args": {"External id": ext + 1}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": t + 50, "dur": 10.0, "args": {"External id": ext + 1, "correlation": ext + 1}},
+            {"ph": "X", "cat": "kernel", "name": "mul_kernel", "pid": 0, "tid": 7,
+             "ts": t + 70, "dur": 200.0 * scale, "args": {"External id": ext + 1,
+                                                         "correlation": ext + 1,
+                                                         "device": 0, "stream": 7}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1,
+             "ts": t + 300, "dur": 200.0, "args": {"External id": ext + 2}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1,
+             "ts": t + 310, "dur": 100.0, "args": {"External id": ext + 3}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1,
+             "ts": t + 320, "dur": 50.0, "args": {"External id": ext + 3, "correlation": ext + 3}},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)",
+             "pid": 0, "tid": 7, "ts": t + 360, "dur": 2.0,
+             "args": {"External id": ext + 3, "correlation": ext + 3, "bytes": 4,
+                      "device": 0, "stream": 7}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": t + 450, "dur": 10.0, "args": {"External id": ext + 2, "correlation": ext + 2}},
+            {"ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7,
+             "ts": t + 470, "dur": 100.0, "args": {"External id": ext + 2,
+                                                  "correlation": ext + 2,
+                                                  "device": 0, "stream": 7}},
+        ]
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return path
+
+
+def run(*args: str) -> Any:
+    result = CliRunner().invoke(cli, list(args))
+    return result
+
+
+def as_json(*args: str) -> Any:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    return kineto(tmp_path / "run.json")
+
+
+def test_ops_json_fields_largest_first(trace: Path) -> None:
+    got = as_json("ops", str(trace), "--layer", "device")
+    assert [set(o) for o in got] == [{"name", "calls", "self_ns", "total_ns", "share"}] * 3
+    assert [(o["name"], o["calls"], o["self_ns"]) for o in got] == [
+        ("aten::mul", 2, 400_000), ("aten::add", 2, 200_000), ("aten::copy_", 2, 4_000)
+    ]
+
+
+def test_gaps_json_fields(trace: Path) -> None:
+    got = as_json("gaps", str(trace))
+    assert set(got) == {"tracks", "gaps"}
+    assert {"track", "span_ns", "busy_ns", "idle_ns", "gaps"} <= set(got["tracks"][0])
+    assert {"track", "start_ns", "dur_ns", "cause", "before", "after"} <= set(got["gaps"][0])
+
+
+def test_copies_json_fields(trace: Path) -> None:
+    got = as_json("copies", str(trace))
+    assert len(got) == 2
+    fields = {"start_ns", "dur_ns", "bytes", "direction", "op", "via", "tiny", "layers"}
+    assert fields <= set(got[0])
+    assert (got[0]["op"], got[0]["via"], got[0]["direction"], got[0]["tiny"]) == (
+        "aten::add", "aten::copy_", "h2d", True)
+
+
+def test_raw_trace_folder_and_parquet_give_the_same_answers(trace: Path, tmp_path: Path) -> None:
+    parquet = tmp_path / "run.parquet"
+    neurontrace.convert(trace, parquet)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    kineto(folder / "only.json")
+    for cmd in ANALYSES:
+        raw = as_json(cmd, str(trace))
+        assert as_json(cmd, str(parquet)) == raw, cmd
+        assert as_json(cmd, str(folder)) == raw, cmd
+
+
+def test_tables_render(trace: Path) -> None:
+    for cmd in ANALYSES:
+        result = run(cmd, str(trace))
+        assert result.exit_code == 0, result.output
+        assert result.output.strip()
+    words = run("report", str(trace)).output
+    assert "aten::mul: 66.2% of device time, 1 launch per step" in words  # 400 of 604 µs
+    assert "aten::add: 1 h2d copy per step, 8 B, all tiny" in words
+
+
+def test_compare_gives_ratios_to_the_first_run(tmp_path: Path) -> None:
+    a = kineto(tmp_path / "naive.json")
+    b = kineto(tmp_path / "fused.json", scale=2)
+    got = as_json("compare", str(a), str(b))
+    rows = {(r["metric"], r["run"]): r for r in got}
+    assert rows[("launches", "fused")]["ratio"] == 1.0
+    assert rows[("op:aten::mul", "fused")]["value"] == 800_000
+    assert rows[("op:aten::mul", "fused")]["ratio"] == 2.0
+    assert run("compare", str(a), str(b)).exit_code == 0
+
+
+def test_missing_input_is_a_one_line_error_exit_2(tmp_path: Path) -> None:
+    for cmd in ANALYSES:
+        result = run(cmd, str(tmp_path / "nope.json"))
+        assert result.exit_code == 2
+        assert result.stderr.strip().count("\n") == 0
+        assert "nope.json" in result.stderr
+
+
+def test_a_file_that_is_not_a_trace_is_bad_input(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello")
+    result = run("ops", str(bad))
+    assert result.exit_code == 2 and "notes.txt" in result.stderr
+
+
+def test_every_command_has_help_and_a_readme_section() -> None:
+    text = README.read_text()
+    for name in COMMANDS:
+        assert run(name, "--help").exit_code == 0
+        assert re.search(rf"^### `neurontrace {name}\b", text, re.M), f"README lacks {name}"

@@ -1,0 +1,80 @@
+"""The analyses on real traces recorded by others (../shared/corpus/kineto).
+
+CUDA and ROCm traces carry kernels, memcpys and correlations: the real-world test data
+for device op share, gaps and copies. Skipped, saying why, without NEURONTRACE_CORPUS.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from neurontrace import schema as S
+from neurontrace.analysis import copies, events, gaps, ops, steps
+from neurontrace.analysis import vocab as V
+
+pytestmark = pytest.mark.corpus
+CORPUS = os.environ.get("NEURONTRACE_CORPUS")
+GPU_TRACES = ["amd_trace", "critical_path", "nccl_parser_config", "ns_resolution_trace",
+              "trace_diff"]
+
+
+def trace(name: str) -> Path:
+    if not CORPUS:
+        pytest.skip("NEURONTRACE_CORPUS is not set (make test sets it)")
+    path = Path(CORPUS) / f"{name}.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is not in the corpus")
+    return path
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_device_op_share_accounts_for_all_device_work(name: str) -> None:
+    lf = events(trace(name))
+    got = ops(lf, layer="device")
+    work = lf.filter(V.is_device_work()).select(pl.len(), pl.col(S.DUR_NS).sum()).collect()
+    assert got.get_column("calls").sum() == work.item(0, 0)
+    assert got.get_column("self_ns").sum() == work.item(0, 1)
+    assert got.get_column("share").sum() == pytest.approx(1.0)
+    unlinked = got.filter(pl.col("name") == "(unlinked)").get_column("share").sum()
+    assert unlinked < 0.01  # correlation / External id links nearly all of it
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_gaps_add_up_on_real_traces(name: str) -> None:
+    found = gaps(events(trace(name)))
+    assert found.tracks.height >= 1
+    t = found.tracks
+    assert (t.get_column("busy_ns") + t.get_column("idle_ns")).equals(t.get_column("span_ns"))
+    assert found.gaps.get_column("dur_ns").sum() == t.get_column("idle_ns").sum()
+    assert (found.gaps.get_column("dur_ns") > 0).all()
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_every_gpu_memcpy_is_one_transfer(name: str) -> None:
+    lf = events(trace(name))
+    memcpys = lf.filter(pl.col(S.CATEGORY) == "gpu_memcpy").select(pl.len()).collect().item()
+    found = copies(lf)
+    device_seen = found.filter(pl.col("layers").list.contains(S.DEVICE))
+    assert device_seen.height == memcpys
+    assert found.filter(pl.col("direction").is_null()).height == 0
+
+
+def test_trace_diff_copies_name_the_user_call() -> None:
+    found = copies(events(trace("trace_diff")))
+    h2d = found.filter(pl.col("direction") == "h2d")
+    assert set(h2d.get_column("op")) == {"aten::to"}
+    assert set(h2d.get_column("via")) == {"aten::copy_"}
+    item = found.filter(pl.col("op") == "aten::item")
+    assert item.height == 18 and item.get_column("tiny").all()  # .item(): 8 bytes back
+
+
+def test_steps_of_a_real_training_trace() -> None:
+    got = steps(events(trace("trace_diff")))
+    assert got.height == 6
+    total = got.get_column("busy_ns") + got.get_column("idle_ns") + got.get_column("host_only_ns")
+    assert total.equals(got.get_column("wall_ns"))
+    assert (got.get_column("launches") > 0).all()
