@@ -1,21 +1,19 @@
 """Which span encloses which: ``parent``, ``depth`` and ``self_ns`` per track.
 
 On one track (a thread, a stream, an engine) spans nest: ``aten::linear`` contains
-``aten::addmm``. The parent of a span is the innermost span that is open when it starts::
+``aten::addmm``. The parent of a span is the innermost span that contains it, by the
+rule ``torch.profiler`` uses for ``key_averages()`` (``EventList._populate_cpu_children``)::
 
     track 1:  |------------ A -------------|
                  |--- B ---|  |-- C --|
                    |-D-|
     parent(B) = parent(C) = A, parent(D) = B;  self(A) = dur(A) - dur(B) - dur(C)
 
-Ties: a span that ends exactly when another starts does not contain it; of two spans
-starting together the longer is the outer one; a zero-length span contains nothing.
-
-The computation is vectorised: opening and closing boundaries are sorted per track, a
-running sum gives each span's depth, and the parent is the latest span opened one level
-up (an as-of join). That is exact when spans nest properly. Tracks where a span outlives
-its parent (clock glitches, or tracks whose spans are not nested by construction) are
-redone one span at a time with a stack, and counted as a warning.
+Ties: a span that ends exactly when another starts is not inside it; of two spans
+starting together the longer is the outer one; a zero-length span contains nothing. A
+span that only partly overlaps another (with_stack's Python spans against ops, clock
+glitches) is not its child, exactly as torch decides, so ``self_ns`` is
+``key_averages()``'s self time before its merging of same-name parents and children.
 """
 
 from __future__ import annotations
@@ -31,123 +29,57 @@ def nest(spans: pl.DataFrame, diag: Diagnostics | None = None) -> pl.DataFrame:
     """Parent, depth and self time of spans.
 
     ``spans`` has columns ``row`` (unique), ``lane`` (track key), ``start``, ``dur``.
-    Returns ``row, parent, depth, self_ns`` for every input row.
+    Returns ``row, parent, depth, self_ns`` for every input row. ``diag`` is accepted
+    for symmetry with other derivations; nesting never needs to repair anything.
     """
     if spans.height == 0:
         return pl.DataFrame(
             schema={"row": _I64, "parent": _I64, "depth": _I64, "self_ns": _I64}
         )
-    s = (
-        spans.select(
-            pl.col("row").cast(_I64),
-            pl.col("lane"),
-            pl.col("start").cast(_I64),
-            pl.col("dur").cast(_I64),
-        )
-        .sort(["lane", "start", "dur", "row"], descending=[False, False, True, False])
-        .with_row_index("ord")
-        .with_columns(pl.col("ord").cast(_I64) * 2, end=pl.col("start") + pl.col("dur"))
+    tree = containers(spans).sort("row")
+    rows = tree.get_column("row")
+    parent_row = tree.get_column("parent")
+    # Work on positions (row order) so that following a parent is a gather.
+    pos_of = pl.DataFrame({"row": rows, "pos": pl.int_range(0, len(rows), eager=True,
+                                                            dtype=_I64)})
+    parent = (
+        tree.select("parent").join(pos_of.rename({"row": "parent"}), on="parent", how="left",
+                                   maintain_order="left")
+        .get_column("pos")
     )
-    opens = s.select(
-        "lane", "row", t="start", cls=pl.lit(1, _I64), key="ord", delta=pl.lit(1, _I64)
+    depth = _depths(parent)
+    dur = (
+        spans.select(pl.col("row").cast(_I64), pl.col("dur").cast(_I64))
+        .sort("row").get_column("dur")
     )
-    closes = s.select(
-        "lane",
-        "row",
-        t="end",
-        # A zero-length span closes right after it opens; others close before any span
-        # opening at the same time, innermost (latest opened) first.
-        cls=pl.when(pl.col("dur") == 0).then(1).otherwise(0).cast(_I64),
-        key=pl.when(pl.col("dur") == 0).then(pl.col("ord") + 1).otherwise(-pl.col("ord")),
-        delta=pl.lit(-1, _I64),
+    covered = (
+        pl.DataFrame({"p": parent, "d": dur})
+        .filter(pl.col("p").is_not_null())
+        .group_by("p").agg(pl.col("d").sum())
     )
-    b = (
-        pl.concat([opens, closes])
-        .sort(["lane", "t", "cls", "key"])
-        .with_columns(depth=pl.col("delta").cum_sum().over("lane"))
-        .with_row_index("pos")
+    child_sum = (
+        pos_of.select(p="pos").join(covered, on="p", how="left", maintain_order="left")
+        .get_column("d").fill_null(0)
     )
-    o = b.filter(pl.col("delta") == 1).select(
-        "lane", "row", "pos", depth=pl.col("depth") - 1
-    )
-    up = o.select(
-        "lane", pos="pos", parent="row", depth=pl.col("depth") + 1
-    ).sort("pos")
-    o = o.sort("pos").join_asof(
-        up, on="pos", by=["lane", "depth"], strategy="backward", check_sortedness=False
-    )
-    out = o.select("row", "parent", "depth", "lane")
-
-    # Check containment; redo offending lanes with a stack.
-    chk = out.join(s.select("row", "start", "end"), on="row").join(
-        s.select(parent="row", p_start="start", p_end="end"), on="parent", how="left"
-    )
-    bad_lanes = (
-        chk.filter(pl.col("parent").is_not_null() & (pl.col("end") > pl.col("p_end")))
-        .get_column("lane")
-        .unique()
-    )
-    if bad_lanes.len():
-        fixed = _stack(s.filter(pl.col("lane").is_in(bad_lanes.implode())))
-        if diag is not None:
-            diag.warn(
-                "overlapping_spans",
-                f"{bad_lanes.len()} track(s) have spans that outlive their enclosing span; "
-                "nested by a stack (a child's time counts only where it overlaps)",
-                bad_lanes.len(),
-            )
-        out = pl.concat(
-            [out.filter(~pl.col("lane").is_in(bad_lanes.implode())).drop("lane"), fixed]
-        )
-    else:
-        out = out.drop("lane")
-    return _self_time(out, s)
+    return pl.DataFrame({
+        "row": rows,
+        "parent": parent_row,
+        "depth": depth,
+        "self_ns": (dur - child_sum).clip(0),
+    })
 
 
-def _self_time(out: pl.DataFrame, s: pl.DataFrame) -> pl.DataFrame:
-    se = s.select("row", "start", "end", "dur")
-    child = (
-        out.filter(pl.col("parent").is_not_null())
-        .join(se, on="row")
-        .join(se.select(parent="row", p_end="end"), on="parent")
-        .group_by("parent")
-        .agg(
-            covered=(pl.min_horizontal("end", "p_end") - pl.col("start")).clip(0).sum()
-        )
-    )
-    return (
-        out.join(se.select("row", "dur"), on="row")
-        .join(child, left_on="row", right_on="parent", how="left")
-        .select(
-            "row",
-            "parent",
-            "depth",
-            self_ns=(pl.col("dur") - pl.col("covered").fill_null(0)).clip(0),
-        )
-    )
-
-
-def _stack(s: pl.DataFrame) -> pl.DataFrame:
-    rows: list[int] = []
-    parents: list[int | None] = []
-    depths: list[int] = []
-    lane_prev = object()
-    stack: list[tuple[int, int]] = []  # (end, row)
-    for lane, row, start, end in s.select("lane", "row", "start", "end").iter_rows():
-        if lane != lane_prev:
-            stack = []
-            lane_prev = lane
-        while stack and stack[-1][0] <= start:
-            stack.pop()
-        rows.append(row)
-        parents.append(stack[-1][1] if stack else None)
-        depths.append(len(stack))
-        if end > start:
-            stack.append((end, row))
-    return pl.DataFrame(
-        {"row": rows, "parent": parents, "depth": depths},
-        schema={"row": _I64, "parent": _I64, "depth": _I64},
-    )
+def _depths(parent: pl.Series) -> pl.Series:
+    """Number of ancestors of each position, by pointer doubling (log2(depth) steps)."""
+    hops = parent.is_not_null().cast(_I64)
+    jump = parent
+    while jump.null_count() < len(jump):
+        safe = jump.fill_null(0)
+        hops = hops + pl.select(
+            pl.when(jump.is_not_null()).then(hops.gather(safe)).otherwise(0)
+        ).to_series()
+        jump = pl.select(pl.when(jump.is_not_null()).then(jump.gather(safe))).to_series()
+    return hops
 
 
 def containers(spans: pl.DataFrame) -> pl.DataFrame:

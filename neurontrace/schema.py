@@ -95,9 +95,11 @@ COLUMNS: tuple[Column, ...] = (
     Column(DUR_NS, _I64, False, "Duration in nanoseconds, exact; 0 for instants and "
            "counters."),
     Column(SELF_NS, _I64, True, "Span duration minus the spans directly nested in it on "
-           "the same track (`key_averages()`'s self time); null for non-spans."),
-    Column(PARENT, _I64, True, "`row` of the innermost span enclosing this event on the "
-           "same track; null at top level."),
+           "the same track (`key_averages()`'s self time before its merging of same-name "
+           "children; clipped at 0); null for non-spans."),
+    Column(PARENT, _I64, True, "`row` of the innermost span containing this span on the "
+           "same track, by `torch.profiler`'s rule (a span that only partly overlaps is "
+           "not a child); null at top level and for non-spans."),
     Column(DEPTH, _I64, True, "Nesting depth on the track (0 = top level); null for "
            "non-spans."),
     Column(PID, _I64, True, "Process id; null when the source uses a non-numeric id "

@@ -163,3 +163,10 @@ def test_library_does_not_import_torch_or_click() -> None:
     r = subprocess.run([sys.executable, "-c", code, str(KINETO / "nested-ops.json")],
                        capture_output=True, text=True)
     assert r.stdout.split() == ["False", "False"], r.stderr
+
+
+def test_readme_schema_table_is_the_schema() -> None:
+    from neurontrace.schema import markdown_table
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert markdown_table() in readme, "regenerate the README table from schema.markdown_table()"

@@ -11,28 +11,28 @@ from neurontrace.nesting import nest
 
 
 def stack_reference(spans: list[tuple[int, int, int, int]]) -> dict[int, tuple]:
-    """(row, lane, start, dur) -> {row: (parent, depth, self)} the obvious way."""
+    """(row, lane, start, dur) -> {row: (parent, depth, self)}, as torch's profiler does it
+    (``EventList._populate_cpu_children``): a stack in (start, longer first) order, where
+    a span that cannot contain the next one (it ended, or it ends too soon) is popped."""
     out: dict[int, tuple] = {}
     by_lane: dict[int, list] = {}
     for s in spans:
         by_lane.setdefault(s[1], []).append(s)
     for lane_spans in by_lane.values():
         lane_spans.sort(key=lambda s: (s[2], -s[3], s[0]))
-        stack: list[tuple[int, int, int]] = []  # (end, row, start)
+        stack: list[tuple[int, int, int]] = []  # (end, row, depth)
         for row, _, start, dur in lane_spans:
             end = start + dur
-            while stack and stack[-1][0] <= start:
+            while stack and (start >= stack[-1][0] or end > stack[-1][0]):
                 stack.pop()
-            out[row] = (stack[-1][1] if stack else None, len(stack), dur)
-            if dur > 0:
-                stack.append((end, row, start))
-    # self = dur - overlap of direct children
-    ends = {row: s + d for row, _, s, d in spans}
-    for row, _, start, dur in spans:
+            parent, depth = (stack[-1][1], stack[-1][2] + 1) if stack else (None, 0)
+            out[row] = (parent, depth, dur)
+            stack.append((end, row, depth))
+    for row, _, _, dur in spans:
         parent = out[row][0]
         if parent is not None:
             p, d, self_ = out[parent]
-            out[parent] = (p, d, self_ - max(0, min(start + dur, ends[parent]) - start))
+            out[parent] = (p, d, self_ - dur)
     return {k: (p, d, max(0, s)) for k, (p, d, s) in out.items()}
 
 
@@ -73,11 +73,16 @@ def test_vectorised_matches_stack_on_nested_spans(spans: list) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 30)), min_size=1, max_size=40))
-def test_overlapping_spans_fall_back_to_the_stack(pairs: list) -> None:
+def test_partly_overlapping_spans_follow_torch(pairs: list) -> None:
     spans = [(i, 0, s, d) for i, (s, d) in enumerate(pairs)]
     got = run(spans)
     assert got == stack_reference(spans)
     assert all(s >= 0 for _, _, s in got.values())
+
+
+def test_a_span_that_outlives_its_would_be_parent_is_not_its_child() -> None:
+    spans = [(0, 0, 0, 10), (1, 0, 2, 10), (2, 0, 3, 2)]  # 1 overlaps 0 partly
+    assert run(spans) == {0: (None, 0, 10), 1: (None, 0, 8), 2: (1, 1, 2)}
 
 
 def test_ties_adjacent_and_zero_length() -> None:
