@@ -1,19 +1,8 @@
-"""PyTorch profiler traces (Kineto Chrome-trace JSON, ``.json`` / ``.json.gz``).
-
-The file is streamed a chunk of events at a time (see :mod:`.jsonstream`) and decoded
-with msgspec into small structs whose ``ts``, ``dur`` and ``args`` stay raw text: times
-are converted exactly from that text (:mod:`neurontrace.units`) and ``args`` is kept as
-JSON text, so nothing the profiler wrote is lost or rounded. The few ``args`` keys that
-link layers (``External id``, ``correlation``, ``device``, ``stream``, byte counts) are
-decoded a second time into typed columns.
-"""
+"""One chunk of Kineto events as Arrow columns: layers, exact times, ids, args, links."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +13,8 @@ import pyarrow.compute as pc
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.errors import BadInput
-from neurontrace.readers import parallel
-from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, rank_from_name
-from neurontrace.readers.jsonstream import ArrayStream, ClosedAt, Decoded, Incomplete, decode_chunk
+from neurontrace.readers.base import FLOWS_SCHEMA
+from neurontrace.readers.kineto.events import ANY_JSON, Event, dump
 from neurontrace.units import microseconds_to_ns
 
 #: Kineto category -> layer. Unknown categories are framework events.
@@ -47,207 +34,14 @@ LAYER_OF_CATEGORY: dict[str, str] = {
 }
 _RUNTIME_PREFIXES = ("privateuse1_", "cuda_", "hip_", "xpu_", "mtia_")
 
-_HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
-                b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
-
 KIND_OF_PHASE = {"X": S.SPAN, "i": S.INSTANT, "I": S.INSTANT, "C": S.COUNTER}
 FLOW_PHASES = {"s", "t", "f"}
 
 
-class Event(msgspec.Struct):
-    ph: str = ""
-    name: Any = None
-    cat: Any = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = msgspec.Raw()
-    dur: msgspec.Raw = msgspec.Raw()
-    id: int | str | None = None
-    bp: str | None = None
-    args: msgspec.Raw = msgspec.Raw()
 
+# ------------------------------------------------------------------------------
 
-_EVENTS = msgspec.json.Decoder(list[Event])
-_ANY = msgspec.json.Decoder()
-
-
-class KinetoReader:
-    name = "kineto"
-    description = "PyTorch profiler trace (Kineto Chrome-trace JSON, .json or .json.gz)"
-
-    def sniff(self, path: Path, head: bytes) -> bool:
-        start = head.lstrip()[:1]
-        if start == b"{":
-            # traceEvents may come after a long header (distributedInfo lists every rank)
-            return any(k in head for k in _HEADER_KEYS)
-        return start == b"[" and path.name.endswith((".json", ".json.gz")) and b'"ph"' in head
-
-    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        ev = Events(batches=iter(()), format=self.name)
-        ev.batches = self._batches(path, diag, progress, ev)
-        return ev
-
-    def _batches(
-        self, path: Path, diag: Diagnostics, progress: Progress | None, ev: Events
-    ) -> Iterator[pa.RecordBatch]:
-        total = path.stat().st_size
-        stream = ArrayStream(path, b"traceEvents")
-        flows: list[pa.RecordBatch] = []
-        meta = _Metadata()
-        done = 0
-        for part in parallel.decode_all(
-            stream, _decode_events, partial(_convert, path=path), f"{__name__}:_work"
-        ):
-            diag.merge(part.diag)
-            meta.merge(part.meta)
-            if part.flow is not None:
-                flows.append(part.flow)
-            done = max(done, part.end)
-            if progress is not None:
-                progress(min(done, total), total)
-            yield part.batch
-        trace = stream.outer
-        base = trace.get("baseTimeNanoseconds")
-        base_ns = base if isinstance(base, int) and not isinstance(base, bool) else 0
-        ev.flows = pa.Table.from_batches(flows, schema=FLOWS_SCHEMA)
-        ev.trace = trace
-        ev.clock = {
-            "method": "kineto",
-            "base_time_ns": base_ns,
-            "note": "ts (microseconds, 3 decimals) converted exactly from text"
-            + ("; offset by baseTimeNanoseconds (epoch)" if base_ns else ""),
-        }
-        ev.thread_names = meta.thread_names
-        ev.process_names = meta.process_names
-        ev.rank = _rank(trace, path)
-
-
-@dataclass
-class _Part:
-    """One chunk, converted (picklable: it may come from a worker process)."""
-
-    batch: pa.RecordBatch
-    flow: pa.RecordBatch | None
-    diag: Diagnostics
-    meta: _Metadata
-    end: int  # byte offset just past the chunk, for progress
-
-
-def _convert(chunk: Decoded[list[Event]], path: Path) -> _Part:
-    diag = Diagnostics()
-    meta = _Metadata()
-    events = chunk.value
-    if chunk.repairs is not None:
-        _record_repairs(chunk, path, diag)
-    if events is None:  # wrong types somewhere: lenient path
-        events = _lenient(chunk, path, diag)
-    batch, flow = _columns(events, chunk.offset, path, meta, diag)
-    return _Part(batch, flow, diag, meta, chunk.offset + len(chunk.data))
-
-
-def _work(data: bytes, offset: int, path: str) -> _Part | None:
-    """In a worker: decode and convert one slice, or None if it does not decode."""
-    try:
-        chunk = decode_chunk(Path(path), _decode_events, data, offset)
-    except (Incomplete, ClosedAt, BadInput):
-        return None
-    return _convert(chunk, Path(path))
-
-
-def _decode_events(data: bytes) -> list[Event]:
-    return _EVENTS.decode(data)
-
-
-def _rank(trace: dict[str, Any], path: Path) -> int | None:
-    info = trace.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"])
-    return rank_from_name(path.name)
-
-
-def _record_repairs(chunk: Decoded[Any], path: Path, diag: Diagnostics) -> None:
-    rep = chunk.repairs
-    assert rep is not None
-    where = f"{path}: events after byte {chunk.offset}"
-    if rep.control_chars:
-        diag.warn(
-            "control_characters",
-            f"{where}: {rep.control_chars} string(s) held raw control characters; "
-            "kept as \\u escapes",
-            rep.control_chars,
-        )
-    if rep.bare_words:
-        diag.warn(
-            "bare_words",
-            f"{where}: {rep.bare_words} bare value(s) such as "
-            f"{rep.first_bare_word.decode(errors='replace')} kept as strings",
-            rep.bare_words,
-        )
-
-
-# -- lenient path ---------------------------------------------------------------------
-
-
-def _lenient(chunk: Decoded[Any], path: Path, diag: Diagnostics) -> list[Event]:
-    """Convert a chunk whose fields have unexpected types, one event at a time."""
-    items = _ANY.decode(b"[" + chunk.data + b"]")
-    out = []
-    for k, item in enumerate(items):
-        where = f"{path}: event #{k} after byte {chunk.offset}"
-        if not isinstance(item, dict):
-            diag.warn("not_an_object", f"{where}: not a JSON object; kept as an instant")
-            item = {"ph": "i", "name": str(item)[:200], "args": {"value": item}}
-        out.append(_coerce(item, where, diag))
-    return out
-
-
-def _coerce(item: dict[str, Any], where: str, diag: Diagnostics) -> Event:
-    ev = Event()
-    ph = item.get("ph")
-    ev.ph = ph if isinstance(ph, str) else ""
-    ev.name = item.get("name")
-    ev.cat = item.get("cat")
-    for key in ("pid", "tid", "id"):
-        v = item.get(key)
-        if v is not None and not isinstance(v, (int, str)):
-            diag.warn("bad_id", f"{where}: {key} {v!r} is not a number or string; as text")
-            v = msgspec.json.encode(v).decode()
-        setattr(ev, key, v)
-    bp = item.get("bp")
-    ev.bp = bp if isinstance(bp, str) else None
-    for key in ("ts", "dur"):
-        v = item.get(key)
-        if v is None or isinstance(v, bool):
-            continue
-        if isinstance(v, (int, float, str)):
-            setattr(ev, key, msgspec.Raw(msgspec.json.encode(v)))
-        else:
-            diag.warn("bad_time", f"{where}: {key} {v!r} is not a number; treated as absent")
-    if "args" in item:
-        args = item["args"]
-        ev.args = msgspec.Raw(_dump(args))
-    extra = {k: v for k, v in item.items() if k not in _KNOWN_KEYS}
-    if extra:
-        diag.warn("extra_fields", f"{where}: fields {sorted(extra)} kept under args")
-        args = item.get("args")
-        merged = dict(args) if isinstance(args, dict) else {"args": args} if args else {}
-        merged.update(extra)
-        ev.args = msgspec.Raw(_dump(merged))
-    return ev
-
-
-_KNOWN_KEYS = {"ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "bp", "args", "s"}
-
-
-def _dump(v: Any) -> bytes:
-    import json  # big integers stay exact (orjson refuses those over 64 bits)
-
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-# -- columns --------------------------------------------------------------------------
-
-_BATCH_SCHEMA = pa.schema(
+BATCH_SCHEMA = pa.schema(
     [
         (S.LAYER, pa.string()),
         (S.CATEGORY, pa.string()),
@@ -269,7 +63,7 @@ _BATCH_SCHEMA = pa.schema(
 )
 
 
-class _Metadata:
+class Metadata:
     """Track names from ``M`` events (a later event for the same id wins)."""
 
     def __init__(self) -> None:
@@ -277,7 +71,7 @@ class _Metadata:
         self.process_names: dict[Any, str] = {}
         self.process_labels: dict[Any, str] = {}
 
-    def merge(self, other: _Metadata) -> None:
+    def merge(self, other: Metadata) -> None:
         self.thread_names.update(other.thread_names)
         for pid, name in other.process_names.items():
             if pid not in self.process_labels:
@@ -291,7 +85,7 @@ class _Metadata:
         if not len(ev.args):
             return
         try:
-            args = _ANY.decode(ev.args)
+            args = ANY_JSON.decode(ev.args)
         except msgspec.DecodeError:
             return
         if not isinstance(args, dict):
@@ -307,8 +101,8 @@ class _Metadata:
                 self.process_names[ev.pid] = label
 
 
-def _columns(
-    events: list[Event], at: int, path: Path, meta: _Metadata, diag: Diagnostics
+def columns(
+    events: list[Event], at: int, path: Path, meta: Metadata, diag: Diagnostics
 ) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
     """Rows and flows of one chunk; ``at`` is its byte offset (messages name events as
     "#k after byte <at>")."""
@@ -341,7 +135,7 @@ def _text(values: list[Any], what: str, path: Path, diag: Diagnostics) -> pa.Arr
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         diag.warn("non_string", f"{path}: some {what} values are not strings; kept as JSON")
         return pa.array(
-            [v if isinstance(v, str) or v is None else _dump(v).decode() for v in values],
+            [v if isinstance(v, str) or v is None else dump(v).decode() for v in values],
             pa.string(),
         )
 
@@ -451,7 +245,7 @@ def _row_batch(rows: list[Event], where: list[str], path: Path, diag: Diagnostic
         **links,
         S.ARGS: args,
     }
-    return pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
+    return pa.RecordBatch.from_pydict(cols, schema=BATCH_SCHEMA)
 
 
 def _layers(category: pa.Array) -> pa.Array:

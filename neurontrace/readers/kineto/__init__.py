@@ -1,0 +1,126 @@
+"""PyTorch profiler traces (Kineto Chrome-trace JSON, ``.json`` / ``.json.gz``).
+
+The file is streamed a chunk of events at a time (see :mod:`.jsonstream`) and decoded
+with msgspec into small structs whose ``ts``, ``dur`` and ``args`` stay raw text: times
+are converted exactly from that text (:mod:`neurontrace.units`) and ``args`` is kept as
+JSON text, so nothing the profiler wrote is lost or rounded. The few ``args`` keys that
+link layers (``External id``, ``correlation``, ``device``, ``stream``, byte counts) are
+read into typed columns from that text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput
+from neurontrace.readers import parallel
+from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, rank_from_name
+from neurontrace.readers.jsonstream import ArrayStream, ClosedAt, Decoded, Incomplete, decode_chunk
+from neurontrace.readers.kineto.columns import Metadata, columns
+from neurontrace.readers.kineto.events import (
+    Event,
+    decode_events,
+    lenient,
+    record_repairs,
+)
+
+_HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
+                b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
+
+class KinetoReader:
+    name = "kineto"
+    description = "PyTorch profiler trace (Kineto Chrome-trace JSON, .json or .json.gz)"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        start = head.lstrip()[:1]
+        if start == b"{":
+            # traceEvents may come after a long header (distributedInfo lists every rank)
+            return any(k in head for k in _HEADER_KEYS)
+        return start == b"[" and path.name.endswith((".json", ".json.gz")) and b'"ph"' in head
+
+    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        ev = Events(batches=iter(()), format=self.name)
+        ev.batches = self._batches(path, diag, progress, ev)
+        return ev
+
+    def _batches(
+        self, path: Path, diag: Diagnostics, progress: Progress | None, ev: Events
+    ) -> Iterator[pa.RecordBatch]:
+        total = path.stat().st_size
+        stream = ArrayStream(path, b"traceEvents")
+        flows: list[pa.RecordBatch] = []
+        meta = Metadata()
+        done = 0
+        for part in parallel.decode_all(
+            stream, decode_events, partial(_convert, path=path), f"{__name__}:_work"
+        ):
+            diag.merge(part.diag)
+            meta.merge(part.meta)
+            if part.flow is not None:
+                flows.append(part.flow)
+            done = max(done, part.end)
+            if progress is not None:
+                progress(min(done, total), total)
+            yield part.batch
+        trace = stream.outer
+        base = trace.get("baseTimeNanoseconds")
+        base_ns = base if isinstance(base, int) and not isinstance(base, bool) else 0
+        ev.flows = pa.Table.from_batches(flows, schema=FLOWS_SCHEMA)
+        ev.trace = trace
+        ev.clock = {
+            "method": "kineto",
+            "base_time_ns": base_ns,
+            "note": "ts (microseconds, 3 decimals) converted exactly from text"
+            + ("; offset by baseTimeNanoseconds (epoch)" if base_ns else ""),
+        }
+        ev.thread_names = meta.thread_names
+        ev.process_names = meta.process_names
+        ev.rank = _rank(trace, path)
+
+
+@dataclass
+class _Part:
+    """One chunk, converted (picklable: it may come from a worker process)."""
+
+    batch: pa.RecordBatch
+    flow: pa.RecordBatch | None
+    diag: Diagnostics
+    meta: Metadata
+    end: int  # byte offset just past the chunk, for progress
+
+
+def _convert(chunk: Decoded[list[Event]], path: Path) -> _Part:
+    diag = Diagnostics()
+    meta = Metadata()
+    events = chunk.value
+    if chunk.repairs is not None:
+        record_repairs(chunk, path, diag)
+    if events is None:  # wrong types somewhere: lenient path
+        events = lenient(chunk, path, diag)
+    batch, flow = columns(events, chunk.offset, path, meta, diag)
+    return _Part(batch, flow, diag, meta, chunk.offset + len(chunk.data))
+
+
+def _work(data: bytes, offset: int, path: str) -> _Part | None:
+    """In a worker: decode and convert one slice, or None if it does not decode."""
+    try:
+        chunk = decode_chunk(Path(path), decode_events, data, offset)
+    except (Incomplete, ClosedAt, BadInput):
+        return None
+    return _convert(chunk, Path(path))
+
+
+def _rank(trace: dict[str, Any], path: Path) -> int | None:
+    info = trace.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"])
+    return rank_from_name(path.name)
+
+
