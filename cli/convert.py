@@ -43,7 +43,7 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: Path, fmt: str | 
     warned = sum(d.counts.values())
     click.echo(
         f"{out}: {result.rows:,} events from {len(result.inputs)} input(s)"
-        + (f", {warned:,} repaired (see -v)" if warned and not verbose else ""),
+        + (f", {warned:,} warning(s) (see -v)" if warned and not verbose else ""),
         err=True,
     )
     if verbose:

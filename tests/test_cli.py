@@ -76,7 +76,7 @@ def test_verbose_lists_warnings(tmp_path: Path) -> None:
     assert r.returncode == 0
     assert "bare_words: 2" in r.stderr and "N/A" in r.stderr
     quiet = run("convert", str(KINETO / "bare-na.json"), str(tmp_path / "o.parquet"))
-    assert "bare_words" not in quiet.stderr and "repaired (see -v)" in quiet.stderr
+    assert "bare_words" not in quiet.stderr and "warning(s) (see -v)" in quiet.stderr
 
 
 def test_several_inputs_make_a_dataset_partitioned_by_rank(tmp_path: Path) -> None:
