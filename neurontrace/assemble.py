@@ -31,7 +31,7 @@ _I64 = pl.Int64
 #: these (a few dozen bytes a row) and never the wide text columns such as ``args``.
 _NARROW = (
     S.LAYER, S.CATEGORY, S.KIND, S.START_NS, S.DUR_NS, S.PID, S.TID,
-    "pid_label", "tid_label", S.EXTERNAL_ID, S.CORRELATION,
+    S.PID_LABEL, S.TID_LABEL, S.EXTERNAL_ID, S.CORRELATION,
     # Readers that know these better than the assembler supply them (Neuron Explorer
     # gives tracks and flow ids per row); they stay in memory for the derivations.
     S.TRACK, S.FLOW_IDS,
@@ -40,7 +40,7 @@ _NARROW = (
 )
 #: Columns a reader may give for some rows, which the derivations complete.
 _COMPLETED = (S.TRACK, S.FLOW_IDS)
-_CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, "pid_label", "tid_label", S.TRACK, S.EXECUTION)
+_CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, S.PID_LABEL, S.TID_LABEL, S.TRACK, S.EXECUTION)
 
 
 class Assembled:
@@ -128,8 +128,8 @@ def _spill(ev: Events, spill: Path) -> pl.DataFrame:
         schema={S.START_NS: pl.Int64, S.DUR_NS: pl.Int64, "_step_no": pl.Int64}
     )
     for c, t in ((S.LAYER, pl.Categorical), (S.CATEGORY, pl.Categorical),
-                 (S.KIND, pl.Categorical), ("pid_label", pl.Categorical),
-                 ("tid_label", pl.Categorical), (S.PID, pl.Int64), (S.TID, pl.Int64),
+                 (S.KIND, pl.Categorical), (S.PID_LABEL, pl.Categorical),
+                 (S.TID_LABEL, pl.Categorical), (S.PID, pl.Int64), (S.TID, pl.Int64),
                  (S.EXTERNAL_ID, pl.Int64), (S.CORRELATION, pl.Int64),
                  (S.DEVICE_COL, pl.Int64), (S.EXECUTION, pl.Categorical)):
         if c not in narrow.columns:
@@ -165,7 +165,7 @@ def _lanes(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
     A reader may give ``track`` for some rows (Neuron device rows) and leave it null for
     others (host threads), which are then named from pid/tid like any trace's threads.
     """
-    keys = [S.PID, S.TID, "pid_label", "tid_label"]
+    keys = [S.PID, S.TID, S.PID_LABEL, S.TID_LABEL]
     if S.TRACK in df.columns:
         keys.append(S.TRACK)
     lanes = df.select(keys).unique(maintain_order=True).with_row_index("lane")

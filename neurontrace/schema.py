@@ -69,6 +69,13 @@ ARGS = "args"
 ROW_REFS = (ROW, PARENT, FRAMEWORK_ROW)
 
 
+# Columns a reader may hand to the assembler that are not in the output: the original
+# text of a non-numeric pid/tid (e.g. "Spans"), which the track name keeps.
+PID_LABEL = "pid_label"
+TID_LABEL = "tid_label"
+LABELS = (PID_LABEL, TID_LABEL)
+
+
 @dataclass(frozen=True)
 class Column:
     name: str
@@ -139,6 +146,13 @@ NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 SCHEMA = pa.schema(
     [pa.field(c.name, c.type, nullable=c.nullable) for c in COLUMNS],
 )
+
+
+def reader_schema(*names: str) -> pa.Schema:
+    """The Arrow schema of a reader's batches: output columns (types from ``COLUMNS``)
+    and the ``LABELS``, in the order given."""
+    types = {c.name: c.type for c in COLUMNS}
+    return pa.schema([(n, pa.string() if n in LABELS else types[n]) for n in names])
 
 
 def empty_table() -> pa.Table:

@@ -40,29 +40,14 @@ FRAMEWORK_TYPE = 99999
 #: timelines relative to a profile's start are far below it.
 EPOCH_MIN_NS = 10**15
 
-PID_LABEL = "pid_label"
-TID_LABEL = "tid_label"
+PID_LABEL = S.PID_LABEL
+TID_LABEL = S.TID_LABEL
 
-BATCH_SCHEMA = pa.schema([
-    (S.LAYER, pa.string()),
-    (S.CATEGORY, pa.string()),
-    (S.NAME, pa.string()),
-    (S.KIND, pa.string()),
-    (S.START_NS, pa.int64()),
-    (S.DUR_NS, pa.int64()),
-    (S.PID, pa.int64()),
-    (S.TID, pa.int64()),
-    (PID_LABEL, pa.string()),
-    (TID_LABEL, pa.string()),
-    (S.TRACK, pa.string()),
-    (S.DEVICE_COL, pa.int64()),
-    (S.STREAM, pa.int64()),
-    (S.BYTES, pa.int64()),
-    (S.FLOW_IDS, pa.list_(pa.string())),
-    (S.EXECUTION, pa.string()),
-    (S.INSTANCE_ID, pa.string()),
-    (S.ARGS, pa.string()),
-])
+BATCH_SCHEMA = S.reader_schema(
+    S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.START_NS, S.DUR_NS, S.PID, S.TID,
+    S.PID_LABEL, S.TID_LABEL, S.TRACK, S.DEVICE_COL, S.STREAM, S.BYTES, S.FLOW_IDS,
+    S.EXECUTION, S.INSTANCE_ID, S.ARGS,
+)
 
 _POLARS_TYPES: dict[str, pl.DataType] = {
     f.name: pl.List(pl.String) if pa.types.is_list(f.type)

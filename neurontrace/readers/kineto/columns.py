@@ -41,25 +41,10 @@ FLOW_PHASES = {"s", "t", "f"}
 
 # ------------------------------------------------------------------------------
 
-BATCH_SCHEMA = pa.schema(
-    [
-        (S.LAYER, pa.string()),
-        (S.CATEGORY, pa.string()),
-        (S.NAME, pa.string()),
-        (S.KIND, pa.string()),
-        (S.START_NS, pa.int64()),
-        (S.DUR_NS, pa.int64()),
-        (S.PID, pa.int64()),
-        (S.TID, pa.int64()),
-        ("pid_label", pa.string()),
-        ("tid_label", pa.string()),
-        (S.DEVICE_COL, pa.int64()),
-        (S.STREAM, pa.int64()),
-        (S.EXTERNAL_ID, pa.int64()),
-        (S.CORRELATION, pa.int64()),
-        (S.BYTES, pa.int64()),
-        (S.ARGS, pa.string()),
-    ]
+BATCH_SCHEMA = S.reader_schema(
+    S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.START_NS, S.DUR_NS, S.PID, S.TID,
+    S.PID_LABEL, S.TID_LABEL, S.DEVICE_COL, S.STREAM, S.EXTERNAL_ID, S.CORRELATION,
+    S.BYTES, S.ARGS,
 )
 
 
@@ -240,8 +225,8 @@ def _row_batch(rows: list[Event], where: list[str], path: Path, diag: Diagnostic
         S.DUR_NS: dur,
         S.PID: pid,
         S.TID: tid,
-        "pid_label": pid_label,
-        "tid_label": tid_label,
+        S.PID_LABEL: pid_label,
+        S.TID_LABEL: tid_label,
         **links,
         S.ARGS: args,
     }
