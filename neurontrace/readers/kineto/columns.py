@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,13 +93,13 @@ def columns(
     """Rows and flows of one chunk; ``at`` is its byte offset (messages name events as
     "#k after byte <at>")."""
     rows: list[Event] = []
-    where: list[str] = []  # each row's event, for messages
+    index: list[int] = []  # each row's event number in the chunk, for messages
     flows: list[Event] = []
     for k, ev in enumerate(events):
         ph = ev.ph
         if ph in KIND_OF_PHASE:
             rows.append(ev)
-            where.append(f"#{k} after byte {at}")
+            index.append(k)
         elif ph == "M":
             meta.add(ev)
         elif ph in FLOW_PHASES:
@@ -110,8 +111,19 @@ def columns(
                 "kept as an instant",
             )
             rows.append(ev)
-            where.append(f"#{k} after byte {at}")
-    return _row_batch(rows, where, path, diag), _flow_batch(flows, path, diag)
+            index.append(k)
+    return _row_batch(rows, _Where(index, at), path, diag), _flow_batch(flows, path, diag)
+
+
+class _Where:
+    """Names a row's event in messages ("#k after byte N"), formatted only when needed."""
+
+    def __init__(self, index: list[int], at: int) -> None:
+        self.index = index
+        self.at = at
+
+    def __getitem__(self, row: int) -> str:
+        return f"#{self.index[row]} after byte {self.at}"
 
 
 def _text(values: list[Any], what: str, path: Path, diag: Diagnostics) -> pa.Array:
@@ -150,10 +162,10 @@ def _ids(values: list[Any], what: str, path: Path, diag: Diagnostics) -> tuple[p
 _ZERO = msgspec.Raw(b"0.000")
 
 
-def _row_batch(rows: list[Event], where: list[str], path: Path, diag: Diagnostics
+def _row_batch(rows: list[Event], where: _Where, path: Path, diag: Diagnostics
                ) -> pa.RecordBatch:
-    phs = [e.ph for e in rows]
-    kind = pa.array([KIND_OF_PHASE.get(p, S.INSTANT) for p in phs], pa.string())
+    kind = _mapped(pa.array([e.ph for e in rows], pa.string()),
+                   lambda ph: KIND_OF_PHASE.get(ph, S.INSTANT), S.INSTANT)
     names = [e.name for e in rows]
     if None in names:
         missing = sum(v is None for v in names)
@@ -234,12 +246,14 @@ def _row_batch(rows: list[Event], where: list[str], path: Path, diag: Diagnostic
 
 
 def _layers(category: pa.Array) -> pa.Array:
-    """Layer of each row, from its category (few distinct values: map the dictionary)."""
-    enc = category.dictionary_encode()
-    layers = [_layer_of(c) for c in enc.dictionary.to_pylist()]
-    table = pa.array(layers + [S.FRAMEWORK], pa.string())
-    idx = pc.fill_null(enc.indices, len(layers))  # missing category: framework
-    return table.take(idx)
+    return _mapped(category, _layer_of, S.FRAMEWORK)
+
+
+def _mapped(values: pa.Array, fn: Callable[[str], str], missing: str) -> pa.Array:
+    """``fn`` of each value, computed once per distinct value (there are few)."""
+    enc = values.dictionary_encode()
+    table = pa.array([fn(v) for v in enc.dictionary.to_pylist()] + [missing], pa.string())
+    return table.take(pc.fill_null(enc.indices, len(table) - 1))
 
 
 def _layer_of(category: str) -> str:
@@ -249,7 +263,7 @@ def _layer_of(category: str) -> str:
 
 
 def _args(
-    raws: list[msgspec.Raw], where: list[str], path: Path, diag: Diagnostics
+    raws: list[msgspec.Raw], where: _Where, path: Path, diag: Diagnostics
 ) -> tuple[pa.Array, dict[str, pa.Array]]:
     """The ``args`` text of each row, and the link columns read from it."""
     present = [i for i, r in enumerate(raws) if len(r)]
