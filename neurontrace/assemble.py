@@ -150,6 +150,13 @@ def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -
     else:
         df = df.hstack(flows)
     df = df.hstack(_aligned(rows, _framework_rows(df, diag)))
+    # Device work belongs to the step that launched it, even when it runs after that
+    # step's span has ended on the host (asynchronous devices).
+    launcher_step = pl.col(S.STEP).gather(pl.col(S.FRAMEWORK_ROW).fill_null(0))
+    df = df.with_columns(
+        pl.when((pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null())
+        .then(launcher_step).otherwise(pl.col(S.STEP)).alias(S.STEP)
+    )
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
     return df.with_columns(pl.lit(r, _I64).alias(S.RANK))
 
@@ -215,7 +222,8 @@ def _nesting(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
 
 
 def _steps(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
-    """``step``: N of the ProfilerStep#N span whose time range holds the event's start."""
+    """``step``: N of the ProfilerStep#N span whose time range holds the event's start
+    (device rows are then given their launching op's step, see :func:`_derive`)."""
     steps = (
         df.filter(
             (pl.col(S.KIND) == S.SPAN)

@@ -130,7 +130,8 @@ COLUMNS: tuple[Column, ...] = (
            "`correlation`, `flow`, `nesting`, `execution` or `time`."),
     Column(BYTES, _I64, True, "Bytes moved or allocated, where the source says "
            "(`bytes`, `Bytes`, `size`)."),
-    Column(STEP, _I64, True, "N of the `ProfilerStep#N` span the event starts in."),
+    Column(STEP, _I64, True, "N of the `ProfilerStep#N` span the event starts in; for "
+           "device work, the step of the op that launched it."),
     Column(RANK, _I64, False, "Distributed rank: `distributedInfo.rank`, else from the "
            "file name (`rank_3`, `rank3`), else 0."),
     Column(INSTANCE_ID, _STR, True, "Host instance that recorded the event (Neuron run "
