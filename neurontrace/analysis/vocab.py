@@ -61,11 +61,27 @@ FRAMEWORK_COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to")
 
 # -- device side ------------------------------------------------------------------------
 
-#: Device-layer categories that are not work: ranges drawn over kernels, and waits.
-DEVICE_NOT_WORK_CATEGORIES = ("gpu_user_annotation", "cuda_profiler_range", "cuda_sync")
+#: Device-layer categories that are not work: ranges drawn over kernels, waits, and
+#: Neuron Explorer's ``ActiveTime`` (busy intervals merged from the other rows).
+DEVICE_NOT_WORK_CATEGORIES = (
+    "gpu_user_annotation", "cuda_profiler_range", "cuda_sync", "ActiveTime",
+)
 
-#: Device-layer event names that are waits, whatever their category (MTIA).
-DEVICE_WAIT_NAMES = ("event_wait",)
+#: A Neuron capture can hold the same device time twice: each execution of a graph on a
+#: NeuronCore (``nc_exec_running``, from the system trace) and, inside it, the
+#: instructions and DMA packets of the device trace. Executions are the unit of work
+#: (what a framework op launched); the instruction-level rows count as work only in a
+#: trace that has no executions.
+EXECUTION_NAMES = ("nc_exec_running",)
+DEVICE_DETAIL_CATEGORIES = ("Instruction", "DmaPacket", "instruction", "dma")
+
+#: Device-layer event names that are waits, whatever their category (MTIA ``event_wait``;
+#: Neuron ``cc_exec_barrier``, a collective waiting for its peers).
+DEVICE_WAIT_NAMES = ("event_wait", "cc_exec_barrier")
+
+#: Neuron hardware events that mark a moment or a condition rather than occupy the
+#: NeuronCore (formats.md §5): clock sync points, notifications, errors, model switches.
+DEVICE_MARKER_NAMES = ("timestamp_sync_point", "hw_notify", "numerical_err", "nrt_model_switch")
 
 #: Categories whose events are synchronisations the device or the host waits on.
 SYNC_CATEGORIES = ("cuda_sync",)
@@ -118,12 +134,18 @@ def is_span() -> pl.Expr:
 
 
 def is_device_work() -> pl.Expr:
-    """Device-layer spans that occupy the device (kernels, copies, NeuronCore work)."""
+    """Device-layer spans that occupy the device (kernels, copies, NeuronCore executions),
+    each piece of device time once (see ``DEVICE_DETAIL_CATEGORIES``)."""
+    category = pl.col(S.CATEGORY).fill_null("")
+    device = pl.col(S.LAYER) == S.DEVICE
+    has_executions = (device & pl.col(S.NAME).is_in(EXECUTION_NAMES)).any()
     return (
-        (pl.col(S.LAYER) == S.DEVICE)
+        device
         & is_span()
-        & ~pl.col(S.CATEGORY).fill_null("").is_in(DEVICE_NOT_WORK_CATEGORIES)
+        & ~category.is_in(DEVICE_NOT_WORK_CATEGORIES)
         & ~pl.col(S.NAME).is_in(DEVICE_WAIT_NAMES)
+        & ~pl.col(S.NAME).is_in(DEVICE_MARKER_NAMES)
+        & ~(category.is_in(DEVICE_DETAIL_CATEGORIES) & has_executions)
     )
 
 
