@@ -151,13 +151,15 @@ def test_rank_from_file_name(tmp_path: Path) -> None:
     assert set(pl.from_arrow(neurontrace.load(f))["rank"]) == {5}
 
 
-def test_a_cut_inside_a_string_is_extended(tmp_path: Path) -> None:
-    """Chunk boundaries fall after '},': a string holding '},' must not break decoding."""
+def test_a_cut_inside_a_string_or_nested_object_is_extended(tmp_path: Path) -> None:
+    """Chunk boundaries fall after '},': one inside a string or a nested object must not
+    break decoding."""
     from neurontrace.readers import jsonstream
 
     evs = [
         {"ph": "X", "cat": "cpu_op", "name": "a}, {b" * 50, "pid": 1, "tid": 1, "ts": i,
-         "dur": 1, "args": {"x": "}, {" * 20}}
+         "dur": 1, "args": {"x": "}, {" * 20, "nested": {"y": {"z": 1}, "w": [{"v": 2}, 3]},
+                            "after": 4}}
         for i in range(2000)
     ]
     f = tmp_path / "t.json"

@@ -282,18 +282,20 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], data: bytes, offset: 
     except msgspec.ValidationError:
         return Decoded(None, fixed, offset, rep)
     except msgspec.DecodeError as e:
-        if "truncated" in str(e):
-            raise Incomplete from None
         at = decode_error_offset(e)
+        if "truncated" in str(e) or (at is not None and at >= len(fixed) + 1):
+            raise Incomplete from None
         where = f"near byte {offset + max(at - 1, 0)}" if at is not None else (
             f"in the events starting at byte {offset}")
         raise BadInput(f"{path}: invalid JSON {where}: {_reason(e)}") from None
 
 
 def _classify(e: msgspec.DecodeError, data: bytes) -> None:
-    if "truncated" in str(e):
-        raise Incomplete from None
     at = decode_error_offset(e)
+    if "truncated" in str(e) or (at is not None and at >= len(data) + 1):
+        # The text ran out inside a string, or the ']' we appended closed nothing
+        # (a cut after a nested '}'): not an element boundary.
+        raise Incomplete from None
     if "trailing characters" in str(e) and at is not None:
         # '[' + elements + ']' closed early: the array's own ']' is inside data.
         pos = data.rfind(b"]", 0, at)
