@@ -72,10 +72,10 @@ class ArrayStream:
     top-level fields), decoded.
     """
 
-    def __init__(self, path: Path, key: bytes, block: int = BLOCK) -> None:
+    def __init__(self, path: Path, key: bytes, block: int | None = None) -> None:
         self.path = path
         self.key = key
-        self.block = block
+        self.block = block if block is not None else BLOCK  # read now: tests shrink it
         self.outer: dict = {}
         self.bytes_read = 0
         self.head = b""
