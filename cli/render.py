@@ -17,6 +17,8 @@ import click
 import orjson
 import polars as pl
 
+from neurontrace.diagnostics import Diagnostics
+
 Format = Callable[[Any], str]
 
 
@@ -135,3 +137,15 @@ def heading(title: str) -> str:
 
 def echo(s: str = "") -> None:
     click.echo(s)
+
+
+def warnings(diag: Diagnostics, verbose: int) -> None:
+    """The readers' warnings on stderr under ``-v``; otherwise one line counting them."""
+    total = sum(diag.counts.values())
+    if not total:
+        return
+    if not verbose:
+        click.echo(f"neurontrace: {total:,} repair(s) while reading (see -v)", err=True)
+        return
+    for line in diag.lines():
+        click.echo(f"  warning: {line}", err=True)
