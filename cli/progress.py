@@ -29,7 +29,8 @@ class Bar:
             frac = min(done / total, 1.0)
             filled = int(frac * 30)
             bar = "#" * filled + "-" * (30 - filled)
-            msg = f"\r{self.label} [{bar}] {frac:4.0%} {done / self.scale:,.0f}/{total / self.scale:,.0f} {self.unit}"
+            amount = f"{done / self.scale:,.0f}/{total / self.scale:,.0f} {self.unit}"
+            msg = f"\r{self.label} [{bar}] {frac:4.0%} {amount}"
         else:
             msg = f"\r{self.label} {done / self.scale:,.0f} {self.unit}"
         sys.stderr.write(msg)

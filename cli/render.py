@@ -18,6 +18,9 @@ import orjson
 import polars as pl
 
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.views.names import short
+
+__all__ = ["short"]  # kernel names abbreviated for the terminal (views.names)
 
 Format = Callable[[Any], str]
 
@@ -116,6 +119,8 @@ def table(df: pl.DataFrame, cols: Sequence[Col], max_width: int | None = None) -
         excess -= 1
 
     def fit(s: str, w: int, c: Col) -> str:
+        if len(s) > w:  # a C++ signature first loses all but its identifying part
+            s = short(s, w)
         if len(s) > w:  # names differ at the end as often as at the start: keep both
             keep = (w - 1) // 2 + (w - 1) % 2 if c.tail else w - 1
             s = s[:keep] + "…" + (s[len(s) - (w - 1 - keep):] if w - 1 - keep else "")

@@ -20,6 +20,7 @@ from neurontrace import schema as S
 from neurontrace.cli.main import cli
 from neurontrace.convert import load
 from neurontrace.views import chrome
+
 from support import FIXTURES, KINETO
 
 NAIVE = FIXTURES / "capture" / "cuda" / "naive" / "trace.json.gz"

@@ -20,7 +20,8 @@ nanoseconds relative to ``baseTimeNanoseconds`` (exact, no float). Each event's
 holding every column Kineto has no field for (``row``, ``layer``, ``track``, the real
 ``pid``/``tid``, ``parent``, ``framework_row``, ``link``, ``step``, ``rank``, ...; null
 values left out). :mod:`neurontrace.readers.exported` recognises the file by its first
-key (``{"neurontrace": ...``) and restores the table exactly; the marks and arrows are dropped on reading.
+key (``{"neurontrace": ...``) and restores the table exactly; the marks and arrows are
+dropped on reading.
 
 The file is written a batch of rows at a time, to a temporary name renamed into place.
 """
@@ -40,6 +41,7 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.analysis.copies import copies
 from neurontrace.analysis.gaps import gaps
+from neurontrace.views import publish
 
 #: First key of the file: how :mod:`neurontrace.readers.exported` recognises it.
 MARKER = "neurontrace"
@@ -127,7 +129,7 @@ def export(lf: pl.LazyFrame, out: str | os.PathLike[str], marks: bool = True,
                     w.raw(ev)
                 n_gaps, n_copies = gap_rows.height, copy_rows.height
             f.write(b"\n]}\n")
-        os.replace(tmp, dst)
+        publish(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
