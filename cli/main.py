@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "steps": "steps",
     "report": "report",
     "compare": "compare",
+    "export": "export",
 }
 
 

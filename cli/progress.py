@@ -7,8 +7,13 @@ import time
 
 
 class Bar:
-    def __init__(self, label: str, enabled: bool | None = None) -> None:
+    def __init__(self, label: str, enabled: bool | None = None, unit: str = "MB",
+                 scale: float = 1e6) -> None:
+        """``unit``/``scale``: how ``done`` and ``total`` are shown (bytes as MB by
+        default; ``unit="rows", scale=1`` for a count)."""
         self.label = label
+        self.unit = unit
+        self.scale = scale
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.last = 0.0
         self.drawn = False
@@ -24,9 +29,10 @@ class Bar:
             frac = min(done / total, 1.0)
             filled = int(frac * 30)
             bar = "#" * filled + "-" * (30 - filled)
-            msg = f"\r{self.label} [{bar}] {frac:4.0%} {done / 1e6:,.0f}/{total / 1e6:,.0f} MB"
+            amount = f"{done / self.scale:,.0f}/{total / self.scale:,.0f} {self.unit}"
+            msg = f"\r{self.label} [{bar}] {frac:4.0%} {amount}"
         else:
-            msg = f"\r{self.label} {done / 1e6:,.0f} MB"
+            msg = f"\r{self.label} {done / self.scale:,.0f} {self.unit}"
         sys.stderr.write(msg)
         sys.stderr.flush()
         self.drawn = True

@@ -17,6 +17,11 @@ import click
 import orjson
 import polars as pl
 
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.views.names import short
+
+__all__ = ["short"]  # kernel names abbreviated for the terminal (views.names)
+
 Format = Callable[[Any], str]
 
 
@@ -114,6 +119,8 @@ def table(df: pl.DataFrame, cols: Sequence[Col], max_width: int | None = None) -
         excess -= 1
 
     def fit(s: str, w: int, c: Col) -> str:
+        if len(s) > w:  # a C++ signature first loses all but its identifying part
+            s = short(s, w)
         if len(s) > w:  # names differ at the end as often as at the start: keep both
             keep = (w - 1) // 2 + (w - 1) % 2 if c.tail else w - 1
             s = s[:keep] + "…" + (s[len(s) - (w - 1 - keep):] if w - 1 - keep else "")
@@ -135,3 +142,15 @@ def heading(title: str) -> str:
 
 def echo(s: str = "") -> None:
     click.echo(s)
+
+
+def warnings(diag: Diagnostics, verbose: int) -> None:
+    """The readers' warnings on stderr under ``-v``; otherwise one line counting them."""
+    total = sum(diag.counts.values())
+    if not total:
+        return
+    if not verbose:
+        click.echo(f"neurontrace: {total:,} repair(s) while reading (see -v)", err=True)
+        return
+    for line in diag.lines():
+        click.echo(f"  warning: {line}", err=True)

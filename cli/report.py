@@ -10,26 +10,49 @@ import click
 from neurontrace import analysis
 from neurontrace.analysis.report import Report
 from neurontrace.cli import render as R
-from neurontrace.cli.options import json_option, path_argument, top_option, verbose_option
+from neurontrace.cli.compare import labels
+from neurontrace.cli.options import json_option, top_option, verbose_option
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.views import html
 
 
 @click.command()
-@path_argument
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @top_option(5)
+@click.option("--html", "html_out", type=click.Path(path_type=Path, dir_okay=False),
+              default=None, help="Also write one self-contained HTML page (timeline, op "
+              "share, idle time by cause, copies; with several PATHS, their comparison).")
+@click.option("--max-events", type=click.IntRange(min=1), default=html.MAX_EVENTS,
+              show_default=True, help="Timeline events the HTML page embeds per run.")
 @json_option
 @verbose_option
-def report(path: Path, top: int, as_json: bool) -> None:
-    """Op share, device idle time and copies in PATH, in plain words.
+@click.pass_context
+def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path | None,
+           max_events: int, as_json: bool) -> None:
+    """Op share, device idle time and copies in PATHS, in plain words.
 
     e.g. "aten::mul: 49.5% of device time, 3 launches per step". --json prints the
-    tables behind the words.
+    tables behind the words (a list with several PATHS). --html OUT.html writes the
+    same as a page that needs no network.
     """
-    r = analysis.report(analysis.events(path), top=top or 1_000_000)
+    diag = Diagnostics()
+    runs = {label: analysis.events(p, diag=diag)
+            for label, p in zip(labels(paths), paths, strict=True)}
+    R.warnings(diag, (ctx.obj or {}).get("verbose", 0))
+    reports = [analysis.report(lf, top=top or 1_000_000) for lf in runs.values()]
+    if html_out is not None:
+        html.write(runs, html_out, top=max(top, 10) if top else 1_000_000,
+                   max_events=max_events)
+        click.echo(f"{html_out}: report of {len(runs)} run(s)", err=True)
     if as_json:
-        R.emit_json(as_dict(r))
+        docs = [as_dict(r) for r in reports]
+        R.emit_json(docs[0] if len(docs) == 1 else docs)
         return
-    for line in words(r, str(path)):
-        R.echo(line)
+    for i, (path, r) in enumerate(zip(paths, reports, strict=True)):
+        if i:
+            R.echo()
+        for line in words(r, str(path)):
+            R.echo(line)
 
 
 def as_dict(r: Report) -> dict[str, Any]:
@@ -63,7 +86,7 @@ def words(r: Report, name: str) -> list[str]:
     if r.device_ops.height:
         out.append(R.heading("Device time by the op that launched it"))
         for name_, calls, _self, _total, share in r.device_ops.iter_rows():
-            out.append(f"  {name_}: {R.percent(share)} of device time, "
+            out.append(f"  {R.short(name_)}: {R.percent(share)} of device time, "
                        + _per_step(calls, r.steps, "launch"))
     else:
         out.append("No device work in this trace (host only).")
@@ -82,14 +105,15 @@ def words(r: Report, name: str) -> list[str]:
         if r.largest_gaps.height:
             _rank, track, _start, dur, cause, before, after = r.largest_gaps.row(0)
             out.append(f"  longest gap: {R.duration(dur)} on {track}, "
-                       f"{cause.replace('_', ' ')}, after {before}, before {after}")
+                       f"{cause.replace('_', ' ')}, after {R.short(before)}, "
+                       f"before {R.short(after)}")
         out.append("")
     if r.transfers:
         out.append(R.heading(f"Copies: {r.transfers:,} transfer(s) between host and device"))
         for op, direction, n, nbytes, _dur, tiny in r.copies.iter_rows():
             small = (", all tiny (<= 64 B: scalars living on the host?)" if tiny == n
                      else f", {tiny:,} tiny" if tiny else "")
-            out.append(f"  {op}: {_per_step(n, r.steps, 'copy', direction or '')}, "
+            out.append(f"  {R.short(op)}: {_per_step(n, r.steps, 'copy', direction or '')}, "
                        f"{R.nbytes(nbytes)}{small}")
     else:
         out.append("No copies between host and device.")
@@ -97,6 +121,6 @@ def words(r: Report, name: str) -> list[str]:
     if r.host_ops.height:
         out.append(R.heading("Host time by op (self CPU, as key_averages)"))
         for name_, calls, _self, _total, share in r.host_ops.iter_rows():
-            out.append(f"  {name_}: {R.percent(share)} of host self time, "
+            out.append(f"  {R.short(name_)}: {R.percent(share)} of host self time, "
                        + _per_step(calls, r.steps, "call"))
     return out

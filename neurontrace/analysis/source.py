@@ -9,11 +9,12 @@ import polars as pl
 
 from neurontrace import store
 from neurontrace.convert import load_all
+from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat
 from neurontrace.readers import detect
 
 
-def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
+def events(path: str | os.PathLike[str], diag: Diagnostics | None = None) -> pl.LazyFrame:
     """The event table of ``path`` as a :class:`polars.LazyFrame`.
 
     - a Parquet file or dataset folder written by ``convert``: scanned lazily (only the
@@ -22,6 +23,8 @@ def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
     - any other folder: every trace in it read in memory, stacked with ``row`` kept
       unique;
     - a raw trace file: read in memory.
+
+    ``diag`` collects the readers' warnings (repairs) when given.
     """
     p = Path(path)
     if not p.exists():
@@ -30,7 +33,7 @@ def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
         return store.scan(p)
     parts = []
     offset = 0
-    for table in load_all(p):
+    for table in load_all(p, diag=diag):
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
         parts.append(store.offset_rows(frame.lazy(), offset))

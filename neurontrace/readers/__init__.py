@@ -10,6 +10,7 @@ from pathlib import Path
 
 from neurontrace.errors import BadInput, UnknownFormat
 from neurontrace.readers.base import Events, Reader
+from neurontrace.readers.exported import ExportReader
 from neurontrace.readers.jsonstream import read_head
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.readers.neuron_device_json import DeviceJsonReader, SummaryJsonReader
@@ -19,6 +20,7 @@ from neurontrace.readers.neuron_raw import RawReader
 from neurontrace.readers.neuron_run import RunReader
 
 READERS: dict[str, Reader] = {
+    "neurontrace-export": ExportReader(),  # before kineto: it is Kineto-shaped
     "kineto": KinetoReader(),
     "neuron-explorer": ExplorerReader(),
     "neuron-run": RunReader(),

@@ -1,0 +1,51 @@
+"""``neurontrace export``: the merged timeline as Chrome-trace JSON (Perfetto, chrome://tracing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from neurontrace import analysis
+from neurontrace.cli import render as R
+from neurontrace.cli.options import json_option, path_argument, verbose_option
+from neurontrace.cli.progress import Bar
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.views import chrome
+
+
+@click.command()
+@path_argument
+@click.argument("out", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--marks/--no-marks", default=True, show_default=True,
+              help="Add tracks marking device idle gaps (by cause) and copies.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr (default: when stderr is a terminal).")
+@json_option
+@verbose_option
+@click.pass_context
+def export(ctx: click.Context, path: Path, out: Path, marks: bool, progress: bool | None,
+           as_json: bool) -> None:
+    """Write PATH's framework, runtime and device events to OUT as one Chrome trace.
+
+    Open OUT in Perfetto UI (ui.perfetto.dev, works offline once loaded) or
+    chrome://tracing: one process per host process and per GPU / NeuronCore, a thread
+    per framework thread, stream or queue, arrows from each op to its runtime calls and
+    device work, and tracks marking idle gaps (by cause) and copies. neurontrace reads
+    OUT back with every column intact.
+    """
+    diag = Diagnostics()
+    lf = analysis.events(path, diag=diag)
+    bar = Bar("exporting", progress, unit="events", scale=1)
+    try:
+        done = chrome.export(lf, out, marks=marks, progress=bar)
+    finally:
+        bar.close()
+    R.warnings(diag, (ctx.obj or {}).get("verbose", 0))
+    if as_json:
+        R.emit_json({"path": str(done.path), "rows": done.rows, "flows": done.flows,
+                     "gaps": done.gaps, "copies": done.copies, "base_ns": done.base_ns})
+        return
+    click.echo(f"{out}: {done.rows:,} events, {done.flows:,} arrows, {done.gaps:,} gaps, "
+               f"{done.copies:,} copies (open in ui.perfetto.dev or chrome://tracing)",
+               err=True)

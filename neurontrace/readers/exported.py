@@ -1,0 +1,101 @@
+"""neurontrace's own Chrome-trace export (``neurontrace export``), read back exactly.
+
+The export is Kineto-shaped JSON (see :mod:`neurontrace.views.chrome`), so the Kineto
+reader reads it; this reader then restores, from the ``"neurontrace"`` key that the
+export put last in each event's ``args``, every column Chrome-trace has no field for
+(the real pid/tid, layer, track, nesting, links, step, rank, ...) and each row's own
+``args`` text. View-only events (gap and copy marks) and the export's flow arrows are
+not rows of the table and are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from neurontrace import schema as S
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput
+from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress
+from neurontrace.readers.kineto import KinetoReader
+
+MARKER = "neurontrace"  # views.chrome.MARKER (readers do not import the views)
+_HEAD = b'{"' + MARKER.encode() + b'":'
+_WHOLE = '{"' + MARKER + '":'  # args that are only the payload
+_LAST = ',"' + MARKER + '":'  # the payload after the row's own args keys
+_VIEW = '{"' + MARKER + '.view":'
+_DECODER = json.JSONDecoder()  # keeps integers wider than 64 bits exact
+
+
+class ExportReader:
+    name = "neurontrace-export"
+    description = "neurontrace's own Chrome-trace export (neurontrace export), every column kept"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return head.lstrip().startswith(_HEAD)
+
+    def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        inner = KinetoReader().read(path, diag, progress)
+        ev = Events(batches=iter(()), format=self.name)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in inner.batches:
+                restored = _restore(batch, path)
+                if restored.num_rows:
+                    yield restored
+            ev.flows = FLOWS_SCHEMA.empty_table()  # the export's arrows: not the input's
+            ev.trace = {k: v for k, v in inner.trace.items() if k != MARKER}
+            ev.clock = inner.clock
+            ev.rank = inner.rank
+
+        ev.batches = batches()
+        return ev
+
+
+#: Columns restored from the payload, with their Arrow types.
+_RESTORED = [c for c in S.COLUMNS if c.name not in (S.NAME, S.CATEGORY, S.KIND, S.START_NS,
+                                                    S.DUR_NS)]
+
+
+def _restore(batch: pa.RecordBatch, path: Path) -> pa.RecordBatch:
+    keep: list[int] = []
+    values: dict[str, list[Any]] = {c.name: [] for c in _RESTORED}
+    for i, text in enumerate(batch.column(S.ARGS).to_pylist()):
+        if text is None or text.startswith(_VIEW):
+            continue
+        payload = _payload(text, path)
+        keep.append(i)
+        for c in _RESTORED:
+            values[c.name].append(payload.get(c.name))
+    taken = batch.take(pa.array(keep, pa.int64()))
+    cols = {name: taken.column(name) for name in (S.NAME, S.CATEGORY, S.KIND, S.START_NS,
+                                                  S.DUR_NS)}
+    for c in _RESTORED:
+        cols[c.name] = pa.array(values[c.name], c.type)
+    return pa.RecordBatch.from_pydict(cols)
+
+
+def _payload(text: str, path: Path) -> dict[str, Any]:
+    """The payload (the last key of ``text``), with the row's own ``args`` under ``args``.
+
+    ``,"neurontrace":`` cannot occur inside a JSON string (a quote there is escaped), so
+    its last occurrence is our key unless the payload holds the whole object.
+    """
+    if text.startswith(_WHOLE):
+        at, own = len(_WHOLE), None
+    else:
+        cut = text.rfind(_LAST)
+        if cut < 0:
+            raise BadInput(f"{path}: an event's args lack the {MARKER!r} key; not an "
+                           "unmodified neurontrace export (read it with --format kineto)")
+        at, own = cut + len(_LAST), text[:cut] + "}"
+    payload, end = _DECODER.raw_decode(text, at)
+    if not isinstance(payload, dict) or text[end:] != "}":
+        raise BadInput(f"{path}: an event's {MARKER!r} args key is damaged: {text[:80]!r}")
+    if own is not None:
+        payload[S.ARGS] = own
+    return payload

@@ -1,0 +1,134 @@
+"""One self-contained HTML report: timeline, op share, idle time by cause, copies, and for
+several runs the comparison.
+
+Everything is inline: the page is :data:`TEMPLATE` (hand-written CSS and canvas/DOM
+JavaScript, no library, nothing fetched) with the figures embedded as JSON. The
+figures come from :mod:`neurontrace.analysis`; this module only gathers and embeds them.
+
+The timeline embeds at most ``max_events`` events per run: those starting at or after
+the first ``ProfilerStep`` (or the trace's start), in time order. The page says how many
+it shows of how many, and over which time window.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+from neurontrace import schema as S
+from neurontrace.analysis import compare, copies, copy_summary, gaps, report
+from neurontrace.analysis.gaps import CAUSES
+from neurontrace.views import publish
+
+MAX_EVENTS = 20_000
+MAX_DEPTH = 5  # nesting levels drawn per lane; deeper spans are drawn at this level
+_PLACEHOLDER = "/*__NEURONTRACE_DATA__*/null"
+
+
+def template() -> str:
+    return resources.files("neurontrace.views").joinpath("report.html").read_text("utf-8")
+
+
+def page_data(runs: Mapping[str, pl.LazyFrame], top: int = 10,
+              max_events: int = MAX_EVENTS) -> dict[str, Any]:
+    """Everything the page shows, as plain JSON-able values."""
+    data: dict[str, Any] = {
+        "runs": [_run(name, lf, top, max_events) for name, lf in runs.items()],
+        "causes": list(CAUSES),
+        "layers": list(S.LAYERS),
+    }
+    if len(runs) > 1:
+        data["compare"] = compare(runs, top=top).to_dicts()
+    return data
+
+
+def write(runs: Mapping[str, pl.LazyFrame], out: str | os.PathLike[str], top: int = 10,
+          max_events: int = MAX_EVENTS) -> Path:
+    """Write the page to ``out`` (through a temporary file renamed into place)."""
+    blob = orjson.dumps(page_data(runs, top, max_events)).decode()
+    # Inside <script>, "</" could close the element: JSON allows "<\/" for it.
+    html = template().replace(_PLACEHOLDER, blob.replace("</", "<\\/"))
+    dst = Path(out)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        publish(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dst
+
+
+def _run(name: str, lf: pl.LazyFrame, top: int, max_events: int) -> dict[str, Any]:
+    r = report(lf, top=top)
+    span = int(r.tracks.get_column("span_ns").sum()) if r.tracks.height else 0
+    idle = int(r.tracks.get_column("idle_ns").sum()) if r.tracks.height else 0
+    return {
+        "name": name,
+        "steps": r.steps,
+        "transfers": r.transfers,
+        "host_ops": r.host_ops.to_dicts(),
+        "device_ops": r.device_ops.to_dicts(),
+        "idle": r.idle.to_dicts(),
+        "span_ns": span,
+        "idle_ns": idle,
+        "largest_gaps": r.largest_gaps.to_dicts(),
+        "copies": copy_summary(copies(lf)).head(top).to_dicts(),
+        "timeline": timeline(lf, max_events),
+    }
+
+
+def timeline(lf: pl.LazyFrame, max_events: int = MAX_EVENTS) -> dict[str, Any]:
+    """The capped event list the page draws: lanes, names, and rows of
+    ``[lane, start_ns from t0, dur_ns, name index, layer index, depth]``, plus the gaps
+    in the window as ``[lane, start, dur, cause index]``."""
+    ev = lf.select(S.RANK, S.TRACK, S.LAYER, S.NAME, S.KIND, S.START_NS, S.DUR_NS,
+                   S.DEPTH).collect()
+    total = ev.height
+    steps = ev.filter(pl.col(S.NAME).str.contains(r"^ProfilerStep#\d+$")
+                      & (pl.col(S.LAYER) == S.FRAMEWORK))
+    t0 = int((steps if steps.height else ev).get_column(S.START_NS).min() or 0)  # type: ignore[arg-type]
+    after = ev.filter(pl.col(S.START_NS) >= t0)
+    shown = after.sort(S.START_NS, maintain_order=True).head(max_events)
+    t1 = int(shown.select((pl.col(S.START_NS) + pl.col(S.DUR_NS)).max()).item() or t0)
+    lanes = (shown.group_by(S.RANK, S.TRACK, maintain_order=True)
+             .agg(pl.col(S.LAYER).mode().first(), pl.col(S.DEPTH).max().alias("_d"))
+             .sort(S.RANK, pl.col(S.LAYER).replace_strict(
+                 {v: i for i, v in enumerate(S.LAYERS)}, default=0), S.TRACK)
+             .with_row_index("_lane"))
+    names = shown.get_column(S.NAME).unique(maintain_order=True)
+    name_idx = pl.DataFrame({S.NAME: names}).with_row_index("_name")
+    rows = (shown.join(lanes.select(S.RANK, S.TRACK, "_lane"), on=[S.RANK, S.TRACK])
+            .join(name_idx, on=S.NAME)
+            .select("_lane", pl.col(S.START_NS) - t0, S.DUR_NS, "_name",
+                    pl.col(S.LAYER).replace_strict({v: i for i, v in enumerate(S.LAYERS)},
+                                                   default=0, return_dtype=pl.Int64),
+                    pl.col(S.DEPTH).fill_null(0).clip(0, MAX_DEPTH)))
+    g = gaps(lf).gaps.filter((pl.col(S.START_NS) >= t0) & (pl.col(S.START_NS) <= t1))
+    gap_rows = (g.join(lanes.select(S.RANK, S.TRACK, "_lane"), on=[S.RANK, S.TRACK])
+                .select("_lane", pl.col(S.START_NS) - t0, S.DUR_NS,
+                        pl.col("cause").replace_strict({c: i for i, c in enumerate(CAUSES)},
+                                                       return_dtype=pl.Int64)))
+    return {
+        "t0_ns": t0,
+        "window_ns": t1 - t0,
+        "shown": shown.height,
+        "total": total,
+        "from_step": bool(steps.height),
+        "capped": after.height > shown.height,
+        "lanes": [{"name": f"{track}" if rank == 0 else f"rank {rank} · {track}",
+                   "layer": layer, "depth": min(int(d or 0), MAX_DEPTH)}
+                  for _i, rank, track, layer, d in lanes.iter_rows()],
+        "names": names.to_list(),
+        "events": rows.rows(),
+        "gaps": gap_rows.rows(),
+    }

@@ -1,0 +1,161 @@
+"""`neurontrace report --html`: one self-contained page that loads and draws in a browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from neurontrace import analysis
+from neurontrace import schema as S
+from neurontrace.cli.main import cli
+from neurontrace.views import html
+
+from support import FIXTURES
+
+CUDA = FIXTURES / "capture" / "cuda"
+EPS = FIXTURES / "capture" / "cuda-eps-copy" / "eps_copied" / "trace.json.gz"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def embedded(page: str) -> dict:
+    m = re.search(r'<script id="NEURONTRACE" type="application/json">(.*?)</script>', page,
+                  re.S)
+    assert m
+    return json.loads(m.group(1))
+
+
+def test_the_page_is_self_contained(tmp_path: Path) -> None:
+    out = html.write({"naive": analysis.events(CUDA / "naive" / "trace.json.gz")},
+                     tmp_path / "r.html")
+    page = out.read_text()
+    assert not re.search(r"\b(?:src|href)\s*=", page)  # nothing loaded from anywhere
+    assert "<link" not in page and "@import" not in page
+    assert not re.search(r"https?://", page)
+    assert "default-src 'none'" in page  # and the browser is told to fetch nothing
+
+
+def test_the_timeline_is_capped_and_says_so(tmp_path: Path) -> None:
+    lf = analysis.events(EPS)
+    data = embedded(html.write({"eps": lf}, tmp_path / "r.html", max_events=40).read_text())
+    tl = data["runs"][0]["timeline"]
+    assert tl["shown"] == len(tl["events"]) == 40
+    assert tl["total"] == lf.collect().height and tl["capped"] and tl["from_step"]
+    starts = [e[1] for e in tl["events"]]
+    assert starts == sorted(starts) and starts[0] == 0  # from the first step, in order
+
+
+def test_figures_are_the_analyses(tmp_path: Path) -> None:
+    lf = analysis.events(EPS)
+    run = html.page_data({"eps": lf})["runs"][0]
+    r = analysis.report(lf, top=10)
+    assert run["device_ops"] == r.device_ops.to_dicts()
+    assert run["idle"] == r.idle.to_dicts()
+    assert run["transfers"] == analysis.copies(lf).height == sum(c["copies"] for c in run["copies"])
+
+
+def test_names_cannot_close_the_script(tmp_path: Path) -> None:
+    frame = analysis.events(CUDA / "naive" / "trace.json.gz").collect().with_columns(
+        pl.lit("</script><b>x").alias(S.NAME))
+    page = html.write({"odd": frame.lazy()}, tmp_path / "r.html").read_text()
+    assert "</script><b>x" not in page
+    assert "</script><b>x" in embedded(page)["runs"][0]["timeline"]["names"]
+
+
+def test_the_command_writes_the_page_with_a_comparison(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(cli, ["report", str(CUDA / "naive" / "trace.json.gz"),
+                                   str(CUDA / "compiled" / "trace.json.gz"), "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    data = embedded(out.read_text())
+    assert [r["name"] for r in data["runs"]] == ["naive", "compiled"]
+    assert {row["run"] for row in data["compare"]} == {"naive", "compiled"}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
+
+
+# -- in a real browser ------------------------------------------------------------------
+
+def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
+             "--enable-logging=stderr", "--v=0", *args],
+            capture_output=True, text=True, timeout=120,
+        )
+
+
+def _png_pixels(path: Path) -> list[tuple[int, ...]]:
+    """Pixels of an 8-bit RGB/RGBA, non-interlaced PNG (what Chromium writes)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, w = 8, b"", 0
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, colour, _c, _f, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and colour in (2, 6) and not interlace
+            bpp = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw = zlib.decompress(idat)
+    stride = w * bpp
+    prev = bytearray(stride)
+    pixels: list[tuple[int, ...]] = []
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        pixels.extend(tuple(line[i:i + 3]) for i in range(0, stride, bpp))
+        prev = line
+    return pixels
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get "
+                    "install chromium; .ci/run installs it)")
+def test_in_headless_chromium_the_page_loads_without_errors_and_draws(tmp_path: Path) -> None:
+    out = html.write({"naive": analysis.events(CUDA / "naive" / "trace.json.gz"),
+                      "eps": analysis.events(EPS)}, tmp_path / "r.html")
+    dom = _chromium("--dump-dom", out.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    body = re.search(r"<body[^>]*>", dom.stdout)
+    assert body and 'data-rendered="yes"' in body.group() and 'data-errors="0"' in body.group()
+    console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+    assert console == []
+    assert "aten::mul" in dom.stdout and "host dispatch" in dom.stdout
+
+    shot = tmp_path / "r.png"
+    res = _chromium("--window-size=1000,900", f"--screenshot={shot}", out.as_uri())
+    assert res.returncode == 0 and shot.exists(), res.stderr[-2000:]
+    pixels = _png_pixels(shot)
+    inked = sum(p != (255, 255, 255) for p in pixels) / len(pixels)
+    assert inked > 0.05  # not a blank page
+    colours = set(pixels)
+    assert len(colours) > 50  # text, bars and a drawn timeline, not a flat fill
+    framework, device = (0x3B, 0x6F, 0xD6), (0x2F, 0x9E, 0x5B)
+    assert sum(p == framework for p in pixels) > 200  # host bars and timeline slices
+    assert sum(p == device for p in pixels) > 200  # device bars and kernels
