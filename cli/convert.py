@@ -9,40 +9,55 @@ import click
 import neurontrace
 from neurontrace.cli.options import verbose_option
 from neurontrace.cli.progress import Bar
+from neurontrace.executors import EXECUTORS
 from neurontrace.readers import READERS
 
 
 @click.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out")
 @click.option(
     "--format", "fmt", type=click.Choice(sorted(READERS)), default=None,
     help="Input format, instead of detecting it.",
 )
 @click.option("--rank", type=int, default=None, help="Rank to record, instead of the trace's.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Inputs converted at once, each in its own process (local executor).")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+              help="Where inputs are converted: local processes, or one Ray task each.")
+@click.option("--address", default=None, metavar="ADDR",
+              help="Ray cluster to connect to (ray.init(address=ADDR); default "
+                   "$RAY_ADDRESS, else a local Ray).")
+@click.option("--force", is_flag=True,
+              help="Convert every input again, even if an unchanged output is there.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @verbose_option
 @click.pass_context
-def convert(ctx: click.Context, inputs: tuple[Path, ...], out: Path, fmt: str | None,
-            rank: int | None, progress: bool | None) -> None:
+def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | None,
+            rank: int | None, jobs: int, executor: str, address: str | None, force: bool,
+            progress: bool | None) -> None:
     """Convert INPUTS (traces, or folders of them) to Parquet at OUT.
 
     One input file writes one Parquet file. Several inputs, or a folder, write a dataset
-    folder partitioned by rank (OUT/rank=N/NAME.parquet). The output appears only when
-    complete; inputs are never modified.
+    folder partitioned by rank (OUT/rank=N/NAME.parquet). OUT is a local path or a
+    filesystem URI (file://, s3://, ...). Outputs whose input is unchanged (same content
+    hash, options and neurontrace version) are kept, so a rerun resumes. The output
+    appears only when complete; inputs are never modified.
     """
     verbose = (ctx.obj or {}).get("verbose", 0)
     bar = Bar("converting", progress)
     try:
         result = neurontrace.convert(list(inputs) if len(inputs) > 1 else inputs[0], out,
-                                     fmt=fmt, rank=rank, progress=bar)
+                                     fmt=fmt, rank=rank, progress=bar, jobs=jobs,
+                                     executor=executor, address=address, force=force)
     finally:
         bar.close()
     d = result.diagnostics
     warned = sum(d.counts.values())
     click.echo(
         f"{out}: {result.rows:,} events from {len(result.inputs)} input(s)"
+        + (f", {len(result.kept)} unchanged output(s) kept" if result.kept else "")
         + (f", {warned:,} warning(s) (see -v)" if warned and not verbose else ""),
         err=True,
     )
@@ -51,3 +66,5 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: Path, fmt: str | 
             click.echo(f"  warning: {line}", err=True)
         for f in result.skipped:
             click.echo(f"  skipped (no known format): {f}", err=True)
+        for f in result.kept:
+            click.echo(f"  kept (input unchanged): {f}", err=True)

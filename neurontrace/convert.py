@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
+import posixpath
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from neurontrace import atomic, store
 from neurontrace import schema as S
 from neurontrace.assemble import Assembled, assemble
+from neurontrace.destination import Place, lock, matching
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.digest import content_digest
 from neurontrace.errors import BadInput, UnknownFormat
+from neurontrace.executors import Executor, Serial, executor_of
 from neurontrace.readers import detect
 from neurontrace.readers.base import Progress, Source
 
@@ -34,20 +43,29 @@ class Converted:
     rows: int = 0
     inputs: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
+    #: Outputs converted by this run, and outputs kept because their input is unchanged.
+    converted: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
 
 
 def _assemble(src: Source, rank: int | None, progress: Progress | None,
-              diag: Diagnostics, workdir: Path | None) -> tuple[Assembled, dict[bytes, bytes]]:
+              diag: Diagnostics, workdir: Path | None,
+              digest: Callable[[], str] | None = None) -> tuple[Assembled, dict[bytes, bytes]]:
     ev = src.read(diag, progress)
     if ev.rank is None:
         ev.rank = src.rank
     built = assemble(ev, diag, rank=rank, workdir=workdir)
+    source: dict[str, object] = {"path": str(src.path), "format": src.format,
+                                 "bytes": _size(src.path)}
+    if digest is not None:
+        source["digest"] = digest()
     meta = store.metadata(
-        source=[{"path": str(src.path), "format": src.format, "bytes": _size(src.path)}],
+        source=[source],
         trace=ev.trace,
         clock=ev.clock,
         warnings=dict(diag.counts),
+        options={"rank": rank},
     )
     return built, meta
 
@@ -78,9 +96,9 @@ def load_all(src: PathLike, fmt: str | None = None, rank: int | None = None,
     return tables
 
 
-def _write(src: Source, dst: Path, rank: int | None,
-           progress: Progress | None, diag: Diagnostics) -> int:
-    built, meta = _assemble(src, rank, progress, diag, dst.parent)
+def _write(src: Source, dst: Path, rank: int | None, progress: Progress | None,
+           diag: Diagnostics, digest: Callable[[], str] | None = None) -> int:
+    built, meta = _assemble(src, rank, progress, diag, dst.parent, digest)
     try:
         store.write_batches(built.batches(), dst, meta)
         return built.num_rows
@@ -159,55 +177,212 @@ def _claimed(folder: Path, fmt: str | None) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Job:
+    """One source to convert (or keep, when converted before) and where it goes.
+
+    ``out`` is the output file, or for a dataset the folder written into (a staging
+    folder next to a local destination, the destination itself elsewhere); ``previous``
+    the local destination whose unchanged files a staging folder takes over;
+    ``candidates`` the existing files (on ``out.fs``) named as this source's output.
+    """
+
+    source: Source
+    name: str
+    rank: int | None
+    out: Place
+    dataset: bool
+    candidates: tuple[str, ...] = ()
+    previous: Place | None = None
+    force: bool = False
+
+
+@dataclass
+class Done:
+    """A job's output: its path on the destination's filesystem, and what it holds."""
+
+    path: str
+    rows: int
+    kept: bool
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+
+def convert_one(job: Job, progress: Progress | None = None) -> Done:
+    """Run one job: keep an existing output converted from the same bytes with the same
+    options (unless ``force``), else convert, hashing the input alongside."""
+    src = job.source
+    want: dict[str, Any] = {"format": src.format, "options": {"rank": job.rank}}
+    digest: Callable[[], str]
+    if job.candidates and not job.force:
+        want["digest"] = content_digest(src.path)
+        for cand in job.candidates:
+            meta = matching(job.out.fs, cand, want)
+            if meta is not None:
+                return _keep(job, cand, meta)
+        digest = partial(str, want["digest"])
+    else:
+        hashing = ThreadPoolExecutor(1, thread_name_prefix="neurontrace-digest")
+        digest = hashing.submit(content_digest, src.path).result
+        hashing.shutdown(wait=False)
+    diag = Diagnostics()
+    local = job.out.local
+    if local is not None:
+        staged = local / f"{job.name}.parquet" if job.dataset else local
+        rows = _write(src, staged, job.rank, progress, diag, digest)
+        path = staged
+        if job.dataset:
+            path = local / f"rank={_rank_of(staged)}" / staged.name
+            path.parent.mkdir(exist_ok=True)
+            os.replace(staged, path)
+        return Done(str(path), rows, False, dict(diag.counts), diag.examples)
+    with tempfile.TemporaryDirectory(prefix="neurontrace-") as tmp:
+        staged = Path(tmp) / f"{job.name}.parquet"
+        rows = _write(src, staged, job.rank, progress, diag, digest)
+        target = job.out.path
+        if job.dataset:
+            target = job.out.child(f"rank={_rank_of(staged)}/{staged.name}").path
+        job.out.publish(staged, target)
+    return Done(target, rows, False, dict(diag.counts), diag.examples)
+
+
+def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> Done:
+    fs = job.out.fs
+    rows = pq.read_metadata(found, filesystem=fs).num_rows
+    counts = json.loads(meta.get(b"neurontrace.warnings", b"{}"))
+    path = found
+    prev = job.previous
+    if prev is not None and prev.local is not None and job.out.local is not None \
+            and Path(found).is_relative_to(prev.local):
+        target = job.out.local / Path(found).relative_to(prev.local)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)
+        try:
+            os.link(found, target)  # the old folder is dropped once the new one is in place
+        except OSError:
+            shutil.copy2(found, target)
+        path = str(target)
+    return Done(path, rows, True, counts, {})
+
+
 def convert(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
     fmt: str | None = None,
     rank: int | None = None,
     progress: Progress | None = None,
+    jobs: int = 1,
+    executor: str | Executor = "local",
+    address: str | None = None,
+    force: bool = False,
 ) -> Converted:
-    """Convert ``src`` to Parquet at ``dst``.
+    """Convert ``src`` to Parquet at ``dst``: a local path or a pyarrow filesystem URI.
 
     One input file becomes one Parquet file. Several inputs, a folder, or an input that
     holds several traces (a Neuron run folder) become a dataset folder partitioned by
-    rank (``dst/rank=N/<input>.parquet``). Outputs appear only when complete: a failure
-    leaves nothing at ``dst``. External converters (``neuron-explorer``) write into
-    ``.neurontrace-cache/`` next to ``dst``.
+    rank (``dst/rank=N/<input>.parquet``), converted one input per job by ``executor``
+    (``local`` with ``jobs`` processes, or ``ray`` at ``address``; see
+    :mod:`neurontrace.executors`). An output already at ``dst`` that was converted from
+    the same input bytes (BLAKE2b content hash in its metadata) with the same options and
+    neurontrace version is kept, unless ``force``.
+
+    Outputs appear only when complete. A local dataset is built in ``.<dst>.partial/``
+    and swapped in whole; a failure leaves the old ``dst`` (or none) and keeps the
+    finished files in ``.<dst>.partial/``, where the next run resumes. Concurrent runs
+    into one local destination take turns (a lock file). On another filesystem each file
+    is copied up once complete, and files of inputs no longer given are deleted last.
+    External converters (``neuron-explorer``) write into ``.neurontrace-cache/`` next to
+    a local ``dst`` (in the system's temporary folder for a remote one).
     """
     srcs = [src] if isinstance(src, (str, os.PathLike)) else list(src)
     out = Converted()
-    dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    sources, out.skipped, dataset = inputs_of(srcs, fmt, dst.parent / CACHE_DIR)
+    place = Place.of(dst)
+    local = place.local
+    if local is not None:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        cache = local.parent / CACHE_DIR
+    else:
+        cache = Path(tempfile.gettempdir()) / CACHE_DIR
+    sources, out.skipped, dataset = inputs_of(srcs, fmt, cache)
     out.inputs = [s.path for s in sources]
+    run = executor if not isinstance(executor, str) else executor_of(executor, jobs, address)
     if not dataset:
-        out.rows = _write(sources[0], dst, rank, progress, out.diagnostics)
-        out.outputs.append(dst)
+        cands = (place.path,) if place.kind() == pafs.FileType.File else ()
+        job = Job(sources[0], sources[0].name, rank, place, False, cands, None, force)
+        _record(out, convert_one(job, progress))
         return out
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))
-    try:
-        names: set[str] = set()
-        for source in sources:
-            diag = Diagnostics()
-            name = _unique(source.name, names)
-            staged = tmp / f"{name}.parquet"
-            out.rows += _write(source, staged, rank, progress, diag)
-            out.diagnostics.merge(diag)
-            r = _rank_of(staged)
-            target = tmp / f"rank={r}" / staged.name
-            target.parent.mkdir(exist_ok=True)
-            os.replace(staged, target)
-            out.outputs.append(dst / target.relative_to(tmp))
-        _replace_dir(tmp, dst)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    if local is None:
+        _dataset(sources, place, None, rank, force, run, progress, out)
+        return out
+    if local.exists() and not local.is_dir():
+        raise BadInput(f"{local}: exists and is not a folder (several inputs make a folder)")
+    with lock(local):
+        staging = local.with_name(f".{local.name}.partial")
+        staging.mkdir(exist_ok=True)
+        _dataset(sources, Place.of(staging), place, rank, force, run, progress, out)
+        atomic.replace_dir(staging, local)
+    out.outputs = [local / Path(p).relative_to(staging) for p in map(str, out.outputs)]
     return out
 
 
-def _rank_of(path: Path) -> int:
-    import pyarrow.parquet as pq
+def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: int | None,
+             force: bool, run: Executor, progress: Progress | None,
+             result: Converted) -> None:
+    """Convert (or keep) every source into the folder ``out``, then drop its other files."""
+    existing: dict[str, list[str]] = {}
+    for where in (out, previous):
+        for f in where.parquet_files() if where is not None else []:
+            existing.setdefault(posixpath.basename(f), []).append(f)
+    names: set[str] = set()
+    jobs = []
+    for source in sources:
+        name = _unique(source.name, names)
+        cands = tuple(existing.get(f"{name}.parquet", ()))
+        jobs.append(Job(source, name, rank, out, True, cands, previous, force))
+    total = sum(_size(s.path) for s in sources)
+    finished = 0
 
+    def done(d: Done) -> None:
+        nonlocal finished
+        _record(result, d)
+        finished += 1
+        if progress is not None:
+            progress(total * finished // len(jobs), total)
+
+    fn: Callable[[Job], Done] = convert_one
+    if isinstance(run, Serial) and progress is not None:
+        fn = partial(convert_one, progress=progress)
+    run.run(fn, jobs, done)
+    keep = {str(p) for p in result.outputs}
+    for f in out.parquet_files():
+        if f not in keep:
+            out.fs.delete_file(f)
+    if out.local is not None:
+        _tidy(out.local, keep)
+
+
+def _record(out: Converted, d: Done) -> None:
+    out.outputs.append(Path(d.path))
+    out.rows += d.rows
+    (out.kept if d.kept else out.converted).append(Path(d.path))
+    diag = Diagnostics()
+    diag.counts.update(d.counts)
+    diag.examples.update(d.examples)
+    out.diagnostics.merge(diag)
+
+
+def _tidy(folder: Path, keep: set[str]) -> None:
+    """Remove from a staging folder what is not one of ``keep`` (temporary files of an
+    interrupted run, outputs of inputs no longer given) and the folders left empty."""
+    for p in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if p.is_dir():
+            if not any(p.iterdir()):
+                p.rmdir()
+        elif str(p) not in keep:
+            p.unlink(missing_ok=True)
+
+
+def _rank_of(path: Path) -> int:
     col = pq.read_table(path, columns=[S.RANK])[S.RANK]
     return int(col[0].as_py()) if len(col) else 0
 
@@ -227,9 +402,3 @@ def _unique(name: str, names: set[str]) -> str:
         name = f"{base}-{k}"
     names.add(name)
     return name
-
-
-def _replace_dir(tmp: Path, dst: Path) -> None:
-    if dst.exists() and not dst.is_dir():
-        raise BadInput(f"{dst}: exists and is not a folder (several inputs make a folder)")
-    atomic.replace_dir(tmp, dst)

@@ -147,7 +147,7 @@ def _ids(values: list[Any], what: str, path: Path, diag: Diagnostics) -> tuple[p
     labels: list[str | None] = []
     wide = 0
     for v in values:
-        if isinstance(v, int) and -(1 << 63) <= v < (1 << 63):
+        if isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63):
             nums.append(v)
             labels.append(None)
         else:

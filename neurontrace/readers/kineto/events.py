@@ -77,7 +77,7 @@ def _coerce(item: dict[str, Any], where: str, diag: Diagnostics) -> Event:
     ev.cat = item.get("cat")
     for key in ("pid", "tid", "id"):
         v = item.get(key)
-        if v is not None and not isinstance(v, (int, str)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, str))):
             diag.warn("bad_id", f"{where}: {key} {v!r} is not a number or string; as text")
             v = msgspec.json.encode(v).decode()
         setattr(ev, key, v)
