@@ -23,7 +23,7 @@ from neurontrace.errors import BadInput
 from neurontrace.readers import parallel
 from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, rank_from_name
 from neurontrace.readers.jsonstream import ArrayStream, ClosedAt, Decoded, Incomplete, decode_chunk
-from neurontrace.readers.kineto.columns import Metadata, columns
+from neurontrace.readers.kineto.columns import Metadata, chunk_columns
 from neurontrace.readers.kineto.events import (
     Event,
     decode_events,
@@ -104,7 +104,7 @@ def _convert(chunk: Decoded[list[Event]], path: Path) -> _Part:
         record_repairs(chunk, path, diag)
     if events is None:  # wrong types somewhere: lenient path
         events = lenient(chunk, path, diag)
-    batch, flow = columns(events, chunk.offset, path, meta, diag)
+    batch, flow = chunk_columns(events, chunk.offset, path, meta, diag)
     return _Part(batch, flow, diag, meta, chunk.offset + len(chunk.data))
 
 

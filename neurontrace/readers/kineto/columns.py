@@ -87,7 +87,7 @@ class Metadata:
                 self.process_names[ev.pid] = label
 
 
-def columns(
+def chunk_columns(
     events: list[Event], at: int, path: Path, meta: Metadata, diag: Diagnostics
 ) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
     """Rows and flows of one chunk; ``at`` is its byte offset (messages name events as
@@ -291,11 +291,12 @@ def _args(
         parts = parts.str.replace(r"^\{\s+", "{").str.replace(r"\s+\}$", "}")
     if len(present) != n:
         parts = pl.Series([None] * n, dtype=pl.String).scatter(present, parts)
-    links = pl.DataFrame({"a": parts}).select(
-        pl.coalesce([_integer_arg(k) for k in keys]).alias(col) for col, keys in _LINK_KEYS
-    )
+    keys = [k for _, ks in _LINK_KEYS for k in ks]
+    found = pl.DataFrame({"a": parts}).select(_raw_integer_arg(k).alias(k) for k in keys)
+    found = found.select(_as_int64(k) for k in keys)
+    merged = found.select(pl.coalesce(list(ks)).alias(col) for col, ks in _LINK_KEYS)
     return parts.to_arrow().cast(pa.string()), {
-        c: links.get_column(c).to_arrow() for c in links.columns
+        c: merged.get_column(c).to_arrow() for c in merged.columns
     }
 
 
@@ -309,21 +310,30 @@ _LINK_KEYS = (
 )
 
 
-def _integer_arg(key: str) -> pl.Expr:
-    """An integer-valued top-level ``args`` key, as Int64 (null if absent or not one).
+def _raw_integer_arg(key: str) -> pl.Expr:
+    """The text of an integer-valued top-level ``args`` key (null if absent or not one).
 
     Kineto writes these as numbers, and some backends as strings (``"0x0"``, ``"2560"``).
     The key must follow ``{`` or ``,`` (so text inside a string value never matches, its
     quotes being escaped) and the value must end at ``,`` or ``}`` (so ``1.5`` or
-    ``1e3`` are not read as 1). Values beyond 64 bits are null (``args`` keeps them).
+    ``1e3`` are not read as 1). ASCII-only classes keep the regex fast.
     """
-    value = pl.col("a").str.extract(
-        r'[{,]\s*"' + re.escape(key) + r'"\s*:\s*"?(-?[0-9]+|0[xX][0-9a-fA-F]+)"?\s*[,}]', 1
+    ws = "[ \t\r\n]*"
+    return pl.col("a").str.extract(
+        rf'(?-u)[{{,]{ws}"{re.escape(key)}"{ws}:{ws}"?(-?[0-9]+|0[xX][0-9a-fA-F]+)"?{ws}[,}}]', 1
     )
+
+
+def _as_int64(key: str) -> pl.Expr:
+    """Decimal or ``0x`` hex text to Int64; values beyond 64 bits are null (``args`` keeps
+    them exactly)."""
+    value = pl.col(key)
+    hexa = value.str.slice(0, 2).str.to_lowercase() == "0x"
     return (
-        pl.when(value.str.starts_with("0x") | value.str.starts_with("0X"))
+        pl.when(hexa)
         .then(value.str.slice(2).str.to_integer(base=16, strict=False))
         .otherwise(value.str.to_integer(strict=False))
+        .alias(key)
     )
 
 
