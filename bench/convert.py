@@ -70,7 +70,8 @@ def main() -> None:
     size = a.trace.stat().st_size
     out_dir = Path(tempfile.mkdtemp(prefix="nt-bench-"))
     out = out_dir / "trace.parquet"
-    nt = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force", str(a.trace), str(out)]
+    nt = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force",
+          str(a.trace), str(out)]
     methods: dict[str, list[str]] = {
         "orjson.loads": [sys.executable, "-c", ORJSON, str(a.trace)],
         "neurontrace convert": nt,

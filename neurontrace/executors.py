@@ -7,9 +7,8 @@ the jobs already running finish (their outputs are kept, so a rerun resumes from
 then that first error is raised.
 
 Local workers are fresh interpreters (``python -m neurontrace.executors``) fed pickled
-jobs through pipes, as in :mod:`neurontrace.readers.parallel`: ``multiprocessing``
-children would re-run the caller's ``__main__`` or fork a process whose Arrow and Polars
-thread pools are running.
+jobs through pipes: ``multiprocessing`` children would re-run the caller's ``__main__``
+or fork a process whose Arrow and Polars thread pools are running.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
@@ -78,8 +78,6 @@ class ArrayStream:
         self.block = block if block is not None else BLOCK  # read now: tests shrink it
         self.outer: dict = {}
         self.bytes_read = 0
-        self.head = b""
-        self.rest_offset = 0
 
     # -- reading ---------------------------------------------------------------------
     def _read(self, f: BinaryIO) -> bytes:
@@ -120,28 +118,15 @@ class ArrayStream:
             f"in the first {min(len(buf), HEAD_LIMIT)} bytes"
         )
 
-    def decoded(self, decode: Callable[[bytes], T], start: int | None = None
-                ) -> Iterator[Decoded[T]]:
+    def decoded(self, decode: Callable[[bytes], T]) -> Iterator[Decoded[T]]:
         """Decode the array a chunk at a time; ``decode`` gets ``[elements]`` as bytes.
 
         When ``decode`` raises ``msgspec.ValidationError`` (a field of an unexpected
         type), the chunk comes back with ``value`` None and its (valid JSON) text, for
-        the caller's lenient path. ``start`` resumes at that offset of the document,
-        which must be the start of an element (after :meth:`slices` found the array).
+        the caller's lenient path.
         """
         with open_binary(self.path) as f:
-            if start is None:
-                head, buf, offset = self._find_start(f)
-            else:
-                head, offset = self.head, start
-                skipped = 0
-                while skipped < start:
-                    got = len(f.read(min(self.block, start - skipped)))
-                    if not got:
-                        raise BadInput(f"{self.path}: file changed while being read")
-                    skipped += got
-                self.bytes_read = start
-                buf = self._read(f)
+            head, buf, offset = self._find_start(f)
             eof = False
             while True:
                 if buf.lstrip(_WS)[:1] == b"]":  # empty array, or closed right here
@@ -212,30 +197,6 @@ class ArrayStream:
 
     def _decode(self, decode: Callable[[bytes], T], data: bytes, offset: int) -> Decoded[T]:
         return decode_chunk(self.path, decode, data, offset)
-
-    def slices(self) -> Generator[tuple[bytes, int], None, None]:
-        """Contiguous slices of the array's text, each ending just after the ',' that
-        follows a '}', about ``block`` bytes each, for decoding elsewhere (in parallel).
-
-        A slice is only a *candidate*: the ',' may lie inside a string. Decoding proves
-        it (see :func:`decode_chunk`). Stops before the last part of the array, whose
-        offset is left in :attr:`rest_offset` for :meth:`decoded` to finish.
-        """
-        with open_binary(self.path) as f:
-            self.head, buf, offset = self._find_start(f)
-            while True:
-                more = self._read(f)
-                if not more:
-                    break
-                buf += more
-                cut = _next_cut(buf, len(buf), backwards=True)
-                if cut is None or cut[1]:
-                    continue
-                comma = buf.index(b",", cut[0]) + 1
-                yield buf[:comma], offset
-                offset += comma
-                buf = buf[comma:]
-            self.rest_offset = offset
 
     def _parse_outer(self, head: bytes, tail: bytes, tail_offset: int) -> None:
         if not tail.startswith(b"]"):

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.errors import BadInput
-from neurontrace.readers import parallel
 from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, rank_from_name
-from neurontrace.readers.jsonstream import ArrayStream, ClosedAt, Decoded, Incomplete, decode_chunk
+from neurontrace.readers.jsonstream import ArrayStream, Decoded
 from neurontrace.readers.kineto.columns import Metadata, chunk_columns
 from neurontrace.readers.kineto.events import (
     Event,
@@ -58,9 +55,8 @@ class KinetoReader:
         flows: list[pa.RecordBatch] = []
         meta = Metadata()
         done = 0
-        for part in parallel.decode_all(
-            stream, decode_events, partial(_convert, path=path), f"{__name__}:_work"
-        ):
+        for chunk in stream.decoded(decode_events):
+            part = _convert(chunk, path)
             diag.merge(part.diag)
             meta.merge(part.meta)
             if part.flow is not None:
@@ -87,7 +83,7 @@ class KinetoReader:
 
 @dataclass
 class _Part:
-    """One chunk, converted (picklable: it may come from a worker process)."""
+    """One chunk, converted."""
 
     batch: pa.RecordBatch
     flow: pa.RecordBatch | None
@@ -106,15 +102,6 @@ def _convert(chunk: Decoded[list[Event]], path: Path) -> _Part:
         events = lenient(chunk, path, diag)
     batch, flow = chunk_columns(events, chunk.offset, path, meta, diag)
     return _Part(batch, flow, diag, meta, chunk.offset + len(chunk.data))
-
-
-def _work(data: bytes, offset: int, path: str) -> _Part | None:
-    """In a worker: decode and convert one slice, or None if it does not decode."""
-    try:
-        chunk = decode_chunk(Path(path), decode_events, data, offset)
-    except (Incomplete, ClosedAt, BadInput):
-        return None
-    return _convert(chunk, Path(path))
 
 
 def _rank(trace: dict[str, Any], path: Path) -> int | None:

@@ -292,7 +292,12 @@ def _args(
     if len(present) != n:
         parts = pl.Series([None] * n, dtype=pl.String).scatter(present, parts)
     keys = [k for _, ks in _LINK_KEYS for k in ks]
-    found = pl.DataFrame({"a": parts}).select(_raw_integer_arg(k).alias(k) for k in keys)
+    # A key that appears nowhere in the chunk needs no regex pass.
+    here = [k for k in keys if f'"{k}"' in text]
+    found = pl.DataFrame({"a": parts}).select(
+        *(_raw_integer_arg(k).alias(k) for k in here),
+        *(pl.when(pl.lit(False)).then(pl.col("a")).alias(k) for k in keys if k not in here),
+    )
     found = found.select(_as_int64(k) for k in keys)
     merged = found.select(pl.coalesce(list(ks)).alias(col) for col, ks in _LINK_KEYS)
     return parts.to_arrow().cast(pa.string()), {
@@ -311,16 +316,16 @@ _LINK_KEYS = (
 
 
 def _raw_integer_arg(key: str) -> pl.Expr:
-    """The text of an integer-valued top-level ``args`` key (null if absent or not one).
+    """The text of an integer-valued ``args`` key (null if absent or not an integer).
 
     Kineto writes these as numbers, and some backends as strings (``"0x0"``, ``"2560"``).
-    The key must follow ``{`` or ``,`` (so text inside a string value never matches, its
-    quotes being escaped) and the value must end at ``,`` or ``}`` (so ``1.5`` or
-    ``1e3`` are not read as 1). ASCII-only classes keep the regex fast.
+    The quoted key followed by ``:`` only occurs as a key (inside a string value its
+    quotes would be escaped), and the value must end at ``,`` or ``}`` (so ``1.5`` or
+    ``1e3`` are not read as 1). Literal first and ASCII-only keep the regex fast.
     """
     ws = "[ \t\r\n]*"
     return pl.col("a").str.extract(
-        rf'(?-u)[{{,]{ws}"{re.escape(key)}"{ws}:{ws}"?(-?[0-9]+|0[xX][0-9a-fA-F]+)"?{ws}[,}}]', 1
+        rf'(?-u)"{re.escape(key)}"{ws}:{ws}"?(-?[0-9]+|0[xX][0-9a-fA-F]+)"?{ws}[,}}]', 1
     )
 
 
