@@ -18,6 +18,7 @@ glitches) is not its child, exactly as torch decides, so ``self_ns`` is
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from neurontrace.diagnostics import Diagnostics
@@ -96,34 +97,37 @@ def containers(spans: pl.DataFrame) -> pl.DataFrame:
                |- C -|                parent(C) = B (the last that contains it)
 
     That is the nearest earlier span whose end reaches ``max(end, start + 1)``: a
-    "previous greater element" query, answered for all spans at once by descending a
-    sparse table of running maxima of the ends (``log2(n)`` vectorised steps), so
-    overlapping lanes cost no more than well-nested ones.
+    "previous greater element" query, answered for all spans at once by pointer jumping:
+    each span's candidate starts at the span just before it, and while the candidate
+    ends too soon it is replaced by the candidate's own candidate. Everything skipped
+    ends before the candidate's own need, which is at most this span's (the candidate
+    starts no later and ended too soon), so no container is skipped. Memory is a few
+    integers per span; rounds are about the nesting depth.
     """
     if spans.height == 0:
         return pl.DataFrame(schema={"row": _I64, "parent": _I64})
     s = spans.select(
         pl.col("row").cast(_I64), "lane", pl.col("start").cast(_I64), pl.col("dur").cast(_I64)
     ).sort(["lane", "start", "dur", "row"], descending=[False, False, True, False])
-    n = s.height
-    start = s.get_column("start")
-    end = start + s.get_column("dur")
-    need = pl.select(pl.max_horizontal(end, start + 1)).to_series()
-    floor = pl.lit(-(1 << 63), _I64)
-    levels = [end]  # levels[k][p] = max(end[p - 2**k + 1 .. p])
-    while (1 << len(levels)) <= n:
-        prev = levels[-1]
-        width = 1 << (len(levels) - 1)
-        levels.append(pl.select(pl.max_horizontal(prev, prev.shift(width, fill_value=floor)))
-                      .to_series())
-    pos = pl.int_range(-1, n - 1, dtype=_I64, eager=True)
-    for k in range(len(levels) - 1, -1, -1):
-        block = levels[k].gather(pos.clip(0))
-        skip = (pos >= 0) & (block < need)
-        pos = pl.select(pl.when(skip).then(pos - (1 << k)).otherwise(pos)).to_series()
-    safe = pos.clip(0)
-    lane = s.get_column("lane")
-    found = (pos >= 0) & (end.gather(safe) >= need) & (lane.gather(safe) == lane)
+    lane = s.select((pl.col("lane") != pl.col("lane").shift()).fill_null(True).cum_sum())
+    lane_id = lane.to_series().to_numpy()
+    start = s.get_column("start").to_numpy()
+    end = start + s.get_column("dur").to_numpy()
+    need = np.maximum(end, start + 1)
+    n = len(start)
+    cand = np.arange(-1, n - 1, dtype=np.int64)
+    cand[1:][lane_id[1:] != lane_id[:-1]] = -1  # the first span of a lane has none
+    todo = np.nonzero(cand >= 0)[0]
+    while len(todo):
+        c = cand[todo]
+        short = end[c] < need[todo]
+        todo = todo[short]
+        nxt = cand[c[short]]  # jump to the candidate's candidate (same lane or -1)
+        cand[todo] = nxt
+        todo = todo[nxt >= 0]
     rows = s.get_column("row")
-    parent = pl.select(pl.when(found).then(rows.gather(safe))).to_series()
-    return pl.DataFrame({"row": rows, "parent": parent.cast(_I64)})
+    parent = np.where(cand >= 0, rows.to_numpy()[np.maximum(cand, 0)], 0)
+    return pl.DataFrame({
+        "row": rows,
+        "parent": pl.Series(parent, dtype=_I64).scatter(np.nonzero(cand < 0)[0], None),
+    })
