@@ -10,7 +10,7 @@ import polars as pl
 from neurontrace import analysis
 from neurontrace.analysis.compare import OP_PREFIX
 from neurontrace.cli import render as R
-from neurontrace.cli.options import json_option, top_option, verbose_option
+from neurontrace.cli.options import events, json_option, top_option, verbose_option
 
 
 @click.command()
@@ -25,7 +25,7 @@ def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
     each run, with each figure's ratio to the first run's (below 1: less than the
     first). --json prints one {metric, run, value, ratio} object per figure and run.
     """
-    runs = {label: analysis.events(p) for label, p in zip(labels(paths), paths, strict=True)}
+    runs = {label: events(p) for label, p in zip(labels(paths), paths, strict=True)}
     table = analysis.compare(runs, top=top or 1_000_000)
     if as_json:
         R.emit_json(R.records(table))

@@ -9,7 +9,7 @@ import polars as pl
 
 from neurontrace import analysis
 from neurontrace.cli import render as R
-from neurontrace.cli.options import json_option, path_argument, top_option, verbose_option
+from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
 
 TRANSFERS = (
     R.Col("at", "at", R.duration),
@@ -45,7 +45,7 @@ def copies(path: Path, top: int, as_json: bool) -> None:
     living on the host). --json prints every transfer; the table shows the first
     --top and a summary per op.
     """
-    found = analysis.copies(analysis.events(path))
+    found = analysis.copies(events(path))
     if as_json:
         R.emit_json(R.records(found))
         return

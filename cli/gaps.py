@@ -10,7 +10,7 @@ import polars as pl
 from neurontrace import analysis
 from neurontrace.analysis.gaps import CAUSES
 from neurontrace.cli import render as R
-from neurontrace.cli.options import json_option, path_argument, top_option, verbose_option
+from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
 
 TRACKS = (
     R.Col("track", "track", flex=True, right=False),
@@ -47,7 +47,7 @@ def gaps(path: Path, min_gap_ns: int, top: int, as_json: bool) -> None:
     launched yet) or unknown. The table lists the --top longest gaps; --json lists all
     (at least --min-gap-ns long) in time order.
     """
-    found = analysis.gaps(analysis.events(path), min_gap_ns=min_gap_ns)
+    found = analysis.gaps(events(path), min_gap_ns=min_gap_ns)
     if as_json:
         R.emit_json({"tracks": R.records(found.tracks), "gaps": R.records(found.gaps)})
         return

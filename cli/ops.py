@@ -8,7 +8,7 @@ import click
 
 from neurontrace import analysis
 from neurontrace.cli import render as R
-from neurontrace.cli.options import json_option, path_argument, top_option, verbose_option
+from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
 
 COLUMNS = (
     R.Col("name", "op", flex=True, right=False),
@@ -36,7 +36,7 @@ def ops(path: Path, layer: str, top: int, as_json: bool) -> None:
     summed self time. With --layer device: device time charged to the op that launched
     it (calls = launches; share of all device time).
     """
-    table = analysis.ops(analysis.events(path),
+    table = analysis.ops(events(path),
                          layer="device" if layer == "device" else "framework")
     shown = table.head(top) if top else table
     if as_json:

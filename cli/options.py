@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:  # polars is not imported by commands that do not need it (capture)
+    import polars as pl
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,3 +47,17 @@ def top_option(default: int) -> Callable[[F], F]:
 def path_argument(f: F) -> F:
     """A trace, a run folder, or what ``convert`` wrote."""
     return click.argument("path", type=click.Path(path_type=Path))(f)
+
+
+def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
+    """The events of ``path`` for a command: :func:`neurontrace.analysis.events`, with
+    the readers' warnings reported on stderr (counted; listed under ``-v``)."""
+    from neurontrace import analysis
+    from neurontrace.cli import render
+    from neurontrace.diagnostics import Diagnostics
+
+    diag = Diagnostics()
+    lf = analysis.events(path, diag=diag)
+    ctx = click.get_current_context(silent=True)
+    render.warnings(diag, (ctx.obj or {}).get("verbose", 0) if ctx is not None else 0)
+    return lf

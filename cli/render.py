@@ -150,7 +150,7 @@ def warnings(diag: Diagnostics, verbose: int) -> None:
     if not total:
         return
     if not verbose:
-        click.echo(f"neurontrace: {total:,} repair(s) while reading (see -v)", err=True)
+        click.echo(f"neurontrace: {total:,} warning(s) while reading (see -v)", err=True)
         return
     for line in diag.lines():
         click.echo(f"  warning: {line}", err=True)

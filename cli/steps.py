@@ -9,7 +9,7 @@ import click
 from neurontrace import analysis
 from neurontrace.analysis.gaps import CAUSES
 from neurontrace.cli import render as R
-from neurontrace.cli.options import json_option, path_argument, verbose_option
+from neurontrace.cli.options import events, json_option, path_argument, verbose_option
 
 COLUMNS = (
     R.Col("step", "step", R.count),
@@ -30,7 +30,7 @@ def steps(path: Path, as_json: bool) -> None:
     """Per ProfilerStep#N in PATH: wall time split into device busy, idle by cause
     (as in `gaps`, all device tracks of a rank taken together) and host-only time,
     plus the device launches made by the step's ops."""
-    table = analysis.steps(analysis.events(path))
+    table = analysis.steps(events(path))
     if as_json:
         R.emit_json(R.records(table))
         return
