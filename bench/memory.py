@@ -6,33 +6,21 @@ Makes the trace first when it is missing (bench/make_big_trace.py: a real torch 
 events repeated, no torch needed; with ``--gzip``). Each conversion runs in a fresh
 process (``python -m neurontrace.cli.main convert``); its peak RSS is ``ru_maxrss`` from
 ``os.wait4``: the resident set of that process alone, interpreter and imports included.
-Worker processes (NEURONTRACE_WORKERS) are not counted; the default is none.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from convert import measure  # noqa: E402  (bench/convert.py: one way to measure)
+
 GIB = 1 << 30
-
-
-def measure(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS in bytes of one fresh process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    err = p.stderr.read().decode() if p.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss * 1024
 
 
 def main() -> None:
@@ -50,8 +38,10 @@ def main() -> None:
     worst = 0
     for src in (a.trace, gz):
         dst = out / f"{src.name}.parquet"
-        cmd = [sys.executable, "-m", "neurontrace.cli.main", "convert", str(src), str(dst)]
-        wall, rss = measure(cmd)
+        cmd = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force",
+               str(src), str(dst)]
+        wall, rss_mib = measure(cmd)
+        rss = int(rss_mib * (1 << 20))
         import pyarrow.parquet as pq
 
         rows = pq.read_metadata(dst).num_rows
