@@ -50,14 +50,20 @@ def path_argument(f: F) -> F:
 
 
 def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
-    """The events of ``path`` for a command: :func:`neurontrace.analysis.events`, with
-    the readers' warnings reported on stderr (counted; listed under ``-v``)."""
+    """The events of ``path`` for a command: :func:`neurontrace.analysis.events`, with a
+    progress bar while a raw trace is read, and the readers' warnings reported on stderr
+    (counted; listed under ``-v``)."""
     from neurontrace import analysis
     from neurontrace.cli import render
+    from neurontrace.cli.progress import Bar
     from neurontrace.diagnostics import Diagnostics
 
     diag = Diagnostics()
-    lf = analysis.events(path, diag=diag)
+    bar = Bar("reading")  # drawn only on a terminal, and only while a raw trace is read
+    try:
+        lf = analysis.events(path, diag=diag, progress=bar)
+    finally:
+        bar.close()
     ctx = click.get_current_context(silent=True)
     render.warnings(diag, (ctx.obj or {}).get("verbose", 0) if ctx is not None else 0)
     return lf

@@ -80,7 +80,8 @@ def load(src: PathLike, fmt: str | None = None, rank: int | None = None,
 
 
 def load_all(src: PathLike, fmt: str | None = None, rank: int | None = None,
-             diag: Diagnostics | None = None) -> list[pa.Table]:
+             diag: Diagnostics | None = None,
+             progress: Progress | None = None) -> list[pa.Table]:
     """Every trace in ``src`` (a file, a run folder, a folder of traces), each as an
     event table in memory, in the order ``convert`` would write them."""
     diag = diag if diag is not None else Diagnostics()
@@ -88,7 +89,7 @@ def load_all(src: PathLike, fmt: str | None = None, rank: int | None = None,
     with tempfile.TemporaryDirectory(prefix="neurontrace-cache-") as cache:
         sources, _, _ = inputs_of([src], fmt, Path(cache))
         for source in sources:
-            built, meta = _assemble(source, rank, None, diag, None)
+            built, meta = _assemble(source, rank, progress, diag, None)
             try:
                 tables.append(built.table().replace_schema_metadata(meta))
             finally:

@@ -12,9 +12,11 @@ from neurontrace.convert import load_all
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat
 from neurontrace.readers import detect
+from neurontrace.readers.base import Progress
 
 
-def events(path: str | os.PathLike[str], diag: Diagnostics | None = None) -> pl.LazyFrame:
+def events(path: str | os.PathLike[str], diag: Diagnostics | None = None,
+           progress: Progress | None = None) -> pl.LazyFrame:
     """The event table of ``path`` as a :class:`polars.LazyFrame`.
 
     - a Parquet file or dataset folder written by ``convert``: scanned lazily (only the
@@ -24,7 +26,8 @@ def events(path: str | os.PathLike[str], diag: Diagnostics | None = None) -> pl.
       unique;
     - a raw trace file: read in memory.
 
-    ``diag`` collects the readers' warnings (repairs) when given.
+    ``diag`` collects the readers' warnings (repairs) when given; ``progress`` is told
+    how far reading a raw input has come.
     """
     p = Path(path)
     if not p.exists():
@@ -33,7 +36,7 @@ def events(path: str | os.PathLike[str], diag: Diagnostics | None = None) -> pl.
         return store.scan(p)
     parts = []
     offset = 0
-    for table in load_all(p, diag=diag):
+    for table in load_all(p, diag=diag, progress=progress):
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
         parts.append(store.offset_rows(frame.lazy(), offset))

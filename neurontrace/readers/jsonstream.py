@@ -38,12 +38,11 @@ _WS = b" \t\r\n"
 
 def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading, transparently un-gzipping ``.gz`` (detected by magic)."""
-    f = open(path, "rb")  # noqa: SIM115 - returned to caller
-    magic = f.read(2)
-    f.seek(0)
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
-    return f
+        return gzip.open(path, "rb")  # type: ignore[return-value]  # owns (closes) the file
+    return open(path, "rb")  # noqa: SIM115 - returned to the caller
 
 
 def read_head(path: Path, n: int = 4096) -> bytes:
@@ -78,6 +77,7 @@ class ArrayStream:
         self.block = block if block is not None else BLOCK  # read now: tests shrink it
         self.outer: dict = {}
         self.bytes_read = 0
+        self._file: BinaryIO | None = None
 
     # -- reading ---------------------------------------------------------------------
     def _read(self, f: BinaryIO) -> bytes:
@@ -126,6 +126,7 @@ class ArrayStream:
         the caller's lenient path.
         """
         with open_binary(self.path) as f:
+            self._file = f
             head, buf, offset = self._find_start(f)
             eof = False
             while True:
@@ -188,6 +189,14 @@ class ArrayStream:
                         buf += more
                     else:
                         eof = True
+
+    def position(self) -> int:
+        """Bytes of the file consumed so far (compressed bytes for gzip), for progress."""
+        raw = getattr(self._file, "fileobj", None)
+        try:
+            return int(raw.tell()) if raw is not None else self.bytes_read
+        except (OSError, ValueError):
+            return self.bytes_read
 
     def _read_all(self, f: BinaryIO) -> bytes:
         parts = []

@@ -54,16 +54,14 @@ class KinetoReader:
         stream = ArrayStream(path, b"traceEvents")
         flows: list[pa.RecordBatch] = []
         meta = Metadata()
-        done = 0
         for chunk in stream.decoded(decode_events):
             part = _convert(chunk, path)
             diag.merge(part.diag)
             meta.merge(part.meta)
             if part.flow is not None:
                 flows.append(part.flow)
-            done = max(done, part.end)
             if progress is not None:
-                progress(min(done, total), total)
+                progress(min(stream.position(), total), total)
             yield part.batch
         trace = stream.outer
         base = trace.get("baseTimeNanoseconds")
@@ -89,7 +87,6 @@ class _Part:
     flow: pa.RecordBatch | None
     diag: Diagnostics
     meta: Metadata
-    end: int  # byte offset just past the chunk, for progress
 
 
 def _convert(chunk: Decoded[list[Event]], path: Path) -> _Part:
@@ -101,7 +98,7 @@ def _convert(chunk: Decoded[list[Event]], path: Path) -> _Part:
     if events is None:  # wrong types somewhere: lenient path
         events = lenient(chunk, path, diag)
     batch, flow = chunk_columns(events, chunk.offset, path, meta, diag)
-    return _Part(batch, flow, diag, meta, chunk.offset + len(chunk.data))
+    return _Part(batch, flow, diag, meta)
 
 
 def _rank(trace: dict[str, Any], path: Path) -> int | None:
