@@ -205,9 +205,11 @@ def test_wrong_types_per_field_take_the_lenient_path(tmp_path: Path) -> None:
          "dur": 1, "args": [1, 2]},
         {"ph": "X", "cat": "cpu_op", "name": "no ts", "pid": 1, "tid": 1, "dur": 1},
         5,
+        {"ph": "B", "cat": "cpu_op", "name": "begin", "pid": 1, "tid": 1, "ts": 3},
     ]}))
     diag = Diagnostics()
     df = pl.from_arrow(neurontrace.load(f, diag=diag))
-    assert df.height == 4  # nothing dropped
+    assert df.height == 5  # nothing dropped
     assert df["start_ns"].to_list()[:2] == [1000, 2500]
-    assert {"bad_id", "non_string", "not_an_object"} <= set(diag.counts)
+    assert {"bad_id", "non_string", "not_an_object", "unknown_phase"} <= set(diag.counts)
+    assert df.filter(pl.col("name") == "begin")["kind"].to_list() == ["instant"]

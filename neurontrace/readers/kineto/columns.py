@@ -88,43 +88,43 @@ class Metadata:
                 self.process_names[ev.pid] = label
 
 
+_NOT_ROWS = frozenset({"M", *FLOW_PHASES})
+
+
 def chunk_columns(
     events: list[Event], at: int, path: Path, meta: Metadata, diag: Diagnostics
 ) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
     """Rows and flows of one chunk; ``at`` is its byte offset (messages name events as
-    "#k after byte <at>")."""
-    rows: list[Event] = []
-    index: list[int] = []  # each row's event number in the chunk, for messages
-    flows: list[Event] = []
-    for k, ev in enumerate(events):
-        ph = ev.ph
-        if ph in KIND_OF_PHASE:
-            rows.append(ev)
-            index.append(k)
-        elif ph == "M":
-            meta.add(ev)
-        elif ph in FLOW_PHASES:
-            flows.append(ev)
-        else:
-            diag.warn(
-                "unknown_phase",
-                f"{path}: event #{k} after byte {at} {ev.name!r} has phase {ph!r}; "
-                "kept as an instant",
-            )
-            rows.append(ev)
-            index.append(k)
-    return _row_batch(rows, _Where(index, at), path, diag), _flow_batch(flows, path, diag)
+    "#k after byte <at>"). Every phase but metadata and flows is a row; an unknown one
+    is kept as an instant."""
+    rows = [e for e in events if e.ph not in _NOT_ROWS]
+    flows = [e for e in events if e.ph in FLOW_PHASES]
+    for e in events:
+        if e.ph == "M":
+            meta.add(e)
+    where = _Where(events, at)
+    unknown = [i for i, e in enumerate(rows) if e.ph not in KIND_OF_PHASE]
+    if unknown:
+        first = rows[unknown[0]]
+        diag.warn(
+            "unknown_phase",
+            f"{path}: event {where[unknown[0]]} {first.name!r} has phase {first.ph!r}; "
+            "kept as an instant",
+            len(unknown),
+        )
+    return _row_batch(rows, where, path, diag), _flow_batch(flows, path, diag)
 
 
 class _Where:
-    """Names a row's event in messages ("#k after byte N"), formatted only when needed."""
+    """Names a row's event in messages ("#k after byte N"), found only when needed."""
 
-    def __init__(self, index: list[int], at: int) -> None:
-        self.index = index
+    def __init__(self, events: list[Event], at: int) -> None:
+        self.events = events
         self.at = at
 
     def __getitem__(self, row: int) -> str:
-        return f"#{self.index[row]} after byte {self.at}"
+        k = [i for i, e in enumerate(self.events) if e.ph not in _NOT_ROWS][row]
+        return f"#{k} after byte {self.at}"
 
 
 def _text(values: list[Any], what: str, path: Path, diag: Diagnostics) -> pa.Array:
