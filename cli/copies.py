@@ -8,12 +8,13 @@ import click
 import polars as pl
 
 from neurontrace import analysis
+from neurontrace import schema as S
 from neurontrace.cli import render as R
 from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
 
 TRANSFERS = (
     R.Col("at", "at", R.duration),
-    R.Col("dur_ns", "dur", R.duration),
+    R.Col(S.DUR_NS, "dur", R.duration),
     R.Col("bytes", "bytes", R.nbytes),
     R.Col("direction", "dir", right=False),
     R.Col("tiny", "tiny"),
@@ -26,7 +27,7 @@ SUMMARY = (
     R.Col("direction", "dir", right=False),
     R.Col("copies", "copies", R.count),
     R.Col("bytes", "bytes", R.nbytes),
-    R.Col("dur_ns", "time", R.duration),
+    R.Col(S.DUR_NS, "time", R.duration),
     R.Col("tiny", "tiny", R.count),
 )
 
@@ -55,7 +56,7 @@ def copies(path: Path, top: int, as_json: bool) -> None:
     R.echo(R.heading(f"Per op ({found.height:,} transfers)"))
     R.echo(R.table(analysis.copy_summary(found), SUMMARY))
     shown = (found.head(top) if top else found).with_columns(
-        at=pl.col("start_ns") - found.get_column("start_ns").min()
+        at=pl.col(S.START_NS) - found.get_column(S.START_NS).min()
     )
     R.echo()
     R.echo(R.heading(f"Transfers (first {shown.height:,}; 'at' from the first)"))

@@ -8,6 +8,7 @@ import click
 import polars as pl
 
 from neurontrace import analysis
+from neurontrace import schema as S
 from neurontrace.analysis.gaps import CAUSES
 from neurontrace.cli import render as R
 from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
@@ -24,7 +25,7 @@ TRACKS = (
 GAPS = (
     R.Col("track", "track", flex=True, right=False),
     R.Col("at", "at", R.duration),
-    R.Col("dur_ns", "gap", R.duration),
+    R.Col(S.DUR_NS, "gap", R.duration),
     R.Col("cause", "cause", right=False),
     R.Col("before", "before", flex=True, right=False),
     R.Col("after", "after", flex=True, right=False),
@@ -62,10 +63,10 @@ def gaps(path: Path, min_gap_ns: int, top: int, as_json: bool) -> None:
     )
     R.echo(R.table(tracks, TRACKS))
     if found.gaps.height:
-        first = found.tracks.get_column("start_ns").min()
-        longest = found.gaps.sort("dur_ns", descending=True)
+        first = found.tracks.get_column(S.START_NS).min()
+        longest = found.gaps.sort(S.DUR_NS, descending=True)
         longest = (longest.head(top) if top else longest).with_columns(
-            at=pl.col("start_ns") - first
+            at=pl.col(S.START_NS) - first
         )
         R.echo()
         R.echo(R.heading(f"Longest gaps ({longest.height:,} of {found.gaps.height:,}; "

@@ -25,6 +25,8 @@ from neurontrace import schema as S
 from neurontrace.analysis import vocab as V
 from neurontrace.analysis.copies import copies
 from neurontrace.analysis.gaps import gaps
+from neurontrace.analysis.ops import NAME as OP_NAME
+from neurontrace.analysis.ops import SELF_NS as OP_SELF_NS
 from neurontrace.analysis.ops import device_ops, host_ops
 
 METRICS = (
@@ -48,11 +50,11 @@ def compare(runs: Mapping[str, pl.LazyFrame], top: int = 5) -> pl.DataFrame:
     tables = op_tables if use_device else host_tables
     names: list[str] = []
     for t in tables.values():
-        for name in t.get_column("name").head(top).to_list():
+        for name in t.get_column(OP_NAME).head(top).to_list():
             if name not in names:
                 names.append(name)
     for label, t in tables.items():
-        value = dict(zip(t.get_column("name").to_list(), t.get_column("self_ns").to_list(),
+        value = dict(zip(t.get_column(OP_NAME).to_list(), t.get_column(OP_SELF_NS).to_list(),
                          strict=True))
         for name in names:
             figures[label][OP_PREFIX + name] = int(value.get(name, 0))
@@ -84,8 +86,8 @@ def _figures(lf: pl.LazyFrame) -> tuple[dict[str, int], pl.DataFrame, pl.DataFra
     f = {
         "wall_ns": int(last - first) if first is not None else 0,
         "steps": int(span.get_column("steps")[0] or 0),
-        "host_ns": int(host.get_column("self_ns").sum()),
-        "device_ns": int(dev.get_column("self_ns").sum()),
+        "host_ns": int(host.get_column(OP_SELF_NS).sum()),
+        "device_ns": int(dev.get_column(OP_SELF_NS).sum()),
         "device_busy_ns": int(idle.get_column("busy_ns").sum()),
         "idle_ns": int(idle.get_column("idle_ns").sum()),
         "launches": int(dev.get_column("calls").sum()),

@@ -40,7 +40,7 @@ from neurontrace.analysis import vocab as V
 from neurontrace.analysis.ops import UNLINKED
 
 COLUMNS = (S.RANK, S.START_NS, S.DUR_NS, S.BYTES, "direction", "op", "via", "tiny", "layers")
-SUMMARY_COLUMNS = ("op", "direction", "copies", "bytes", "dur_ns", "tiny")
+SUMMARY_COLUMNS = ("op", "direction", "copies", "bytes", S.DUR_NS, "tiny")
 
 #: Ancestors walked up from ``via`` to find the outermost operator.
 _MAX_DEPTH = 256
@@ -97,7 +97,7 @@ def copy_summary(transfers: pl.DataFrame) -> pl.DataFrame:
         .agg(
             pl.len().cast(pl.Int64).alias("copies"),
             pl.when(pl.col(S.BYTES).count() > 0).then(pl.col(S.BYTES).sum()).alias("bytes"),
-            pl.col(S.DUR_NS).sum().alias("dur_ns"),
+            pl.col(S.DUR_NS).sum().alias(S.DUR_NS),
             pl.col("tiny").sum().cast(pl.Int64).alias("tiny"),
         )
         .sort(["copies", "bytes", "op"], descending=[True, True, False], nulls_last=True)

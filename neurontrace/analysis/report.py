@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from neurontrace import schema as S
 from neurontrace.analysis.copies import copies, copy_summary
 from neurontrace.analysis.gaps import CAUSES, gaps
 from neurontrace.analysis.ops import device_ops, host_ops
@@ -53,7 +54,7 @@ def report(lf: pl.LazyFrame, top: int = 5) -> Report:
         device_ops=device_ops(lf).head(top),
         tracks=idle.tracks,
         idle=by_cause,
-        largest_gaps=idle.gaps.sort("dur_ns", descending=True).head(top),
+        largest_gaps=idle.gaps.sort(S.DUR_NS, descending=True).head(top),
         copies=copy_summary(moved).head(top),
         transfers=moved.height,
         steps=n_steps,
