@@ -26,9 +26,10 @@ _STEP_NAME = r"^ProfilerStep#(\d+)$"
 _I64 = pl.Int64
 
 
-#: Columns kept in memory for the derivations; all others are spilled to a temporary
-#: Parquet file while reading and streamed back when writing, so memory holds only
-#: these (a few dozen bytes a row) and never the wide text columns such as ``args``.
+#: Columns kept in memory for the derivations; the reader's batches are spilled whole to
+#: a temporary Arrow IPC file while reading and streamed back when writing, so memory
+#: holds only these (about a hundred bytes a row) and never the wide text columns such
+#: as ``args`` or names.
 _NARROW = (
     S.LAYER, S.CATEGORY, S.KIND, S.START_NS, S.DUR_NS, S.PID, S.TID,
     S.PID_LABEL, S.TID_LABEL, S.EXTERNAL_ID, S.CORRELATION,
@@ -124,7 +125,7 @@ def _spill(ev: Events, spill: Path) -> pl.DataFrame:
         writer.close()
     finally:
         sink.close()
-    narrow = pl.concat(parts, rechunk=True) if parts else pl.DataFrame(
+    narrow = pl.concat(parts, rechunk=False) if parts else pl.DataFrame(
         schema={S.START_NS: pl.Int64, S.DUR_NS: pl.Int64, "_step_no": pl.Int64}
     )
     for c, t in ((S.LAYER, pl.Categorical), (S.CATEGORY, pl.Categorical),
