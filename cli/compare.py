@@ -11,6 +11,7 @@ from neurontrace import analysis
 from neurontrace.analysis.compare import OP_PREFIX
 from neurontrace.cli import render as R
 from neurontrace.cli.options import events, json_option, top_option, verbose_option
+from neurontrace.convert import stem, unique
 
 
 @click.command()
@@ -56,24 +57,10 @@ def _fmt_for(v: dict[str, object]) -> str:
 def labels(paths: tuple[Path, ...]) -> list[str]:
     """Short, unique run names: file names without extensions, or, when those repeat
     (``naive/events.parquet``, ``compiled/events.parquet``), the folders' names."""
-    stems = [_stem(p) for p in paths]
+    stems = [stem(p) for p in paths]
     if len(set(stems)) < len(stems):
         parents = [p.resolve().parent.name for p in paths]
         if len(set(parents)) == len(parents) and all(parents):
             return parents
-    out: list[str] = []
-    for p, name in zip(paths, stems, strict=True):
-        base, k = name or str(p), 1
-        while name in out:
-            k += 1
-            name = f"{base}-{k}"
-        out.append(name)
-    return out
-
-
-def _stem(p: Path) -> str:
-    name = p.name
-    for ext in (".json.gz", ".json", ".parquet", ".gz"):
-        if name.endswith(ext):
-            return name[: -len(ext)]
-    return name
+    taken: set[str] = set()
+    return [unique(name or str(p), taken) for p, name in zip(paths, stems, strict=True)]

@@ -121,7 +121,7 @@ def _sources_of(path: Path, fmt: str | None, cache: Path) -> tuple[list[Source],
     if expand is not None:
         sources: list[Source] = expand(path, cache)
         return sources, bool(getattr(reader, "dataset", False))
-    return [Source(path, reader.name, partial(reader.read, path), _stem(path))], False
+    return [Source(path, reader.name, partial(reader.read, path), stem(path))], False
 
 
 def inputs_of(srcs: Sequence[PathLike], fmt: str | None,
@@ -337,7 +337,7 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
     names: set[str] = set()
     jobs = []
     for source in sources:
-        name = _unique(source.name, names)
+        name = unique(source.name, names)
         cands = tuple(existing.get(f"{name}.parquet", ()))
         jobs.append(Job(source, name, rank, out, True, cands, previous, force))
     total = sum(_size(s.path) for s in sources)
@@ -388,15 +388,17 @@ def _rank_of(path: Path) -> int:
     return int(col[0].as_py()) if len(col) else 0
 
 
-def _stem(p: Path) -> str:
+def stem(p: Path) -> str:
+    """A trace's name from its path: the file name without its trace extensions."""
     name = p.name
-    for ext in (".json.gz", ".json", ".gz"):
+    for ext in (".json.gz", ".json", ".parquet", ".gz"):
         if name.endswith(ext):
             return name[: -len(ext)]
     return p.stem
 
 
-def _unique(name: str, names: set[str]) -> str:
+def unique(name: str, names: set[str]) -> str:
+    """``name``, or ``name-2``, ``name-3``, ... if taken; the result joins ``names``."""
     base, k = name, 1
     while name in names:
         k += 1
