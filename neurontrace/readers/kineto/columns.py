@@ -187,46 +187,43 @@ def _row_batch(rows: list[Event], where: _Where, path: Path, diag: Diagnostics
     tid, tid_label = _ids([e.tid for e in rows], "tid", path, diag)
 
     start, rounded = microseconds_to_ns([e.ts for e in rows])
-    if start.null_count:
-        bad = [i for i, v in enumerate(start.to_pylist()) if v is None]
+    n_bad, first = _count_first(pc.is_null(start))
+    if n_bad:
         diag.warn(
             "bad_ts",
-            f"{path}: event {where[bad[0]]} {names[bad[0]]!r} has ts "
-            f"{bytes(rows[bad[0]].ts)[:40]!r}; placed at time 0",
-            len(bad),
+            f"{path}: event {where[first]} {names[first]!r} has ts "
+            f"{bytes(rows[first].ts)[:40]!r}; placed at time 0",
+            n_bad,
         )
-        start = pa.compute.fill_null(start, 0)
+        start = pc.fill_null(start, 0)
     if rounded:
         diag.warn(
             "sub_ns_time", f"{path}: {len(rounded)} ts value(s) rounded to 1 ns", len(rounded)
         )
     # Only spans have durations; the others' (usually absent) dur reads as zero.
     dur, rounded = microseconds_to_ns([e.dur if e.ph == "X" else _ZERO for e in rows])
-    spans = pa.compute.equal(kind, S.SPAN)
-    missing = pa.compute.and_(spans, pa.compute.is_null(dur))
-    n_missing = pa.compute.sum(missing).as_py() or 0
+    spans = pc.equal(kind, S.SPAN)
+    n_missing, first = _count_first(pc.and_(spans, pc.is_null(dur)))
     if n_missing:
-        first = missing.to_pylist().index(True)
         diag.warn(
             "missing_dur",
             f"{path}: event {where[first]} {names[first]!r} (ph X) has no usable dur; "
             "duration 0",
             n_missing,
         )
-    dur = pa.compute.fill_null(dur, 0)
-    negative = pa.compute.less(dur, 0)
-    n_neg = pa.compute.sum(negative).as_py() or 0
+    dur = pc.fill_null(dur, 0)
+    negative = pc.less(dur, 0)
+    n_neg, first = _count_first(negative)
     if n_neg:
-        first = negative.to_pylist().index(True)
         diag.warn(
             "negative_dur",
             f"{path}: event {where[first]} {names[first]!r} has dur "
             f"{bytes(rows[first].dur).decode(errors='replace')}; duration set to 0",
             n_neg,
         )
-        dur = pa.compute.if_else(negative, 0, dur)
+        dur = pc.if_else(negative, 0, dur)
     # Instants and counters have no duration, whatever the file says.
-    dur = pa.compute.if_else(spans, dur, 0)
+    dur = pc.if_else(spans, dur, 0)
 
     args, links = _args([e.args for e in rows], where, path, diag)
     cols = {
@@ -244,6 +241,12 @@ def _row_batch(rows: list[Event], where: _Where, path: Path, diag: Diagnostics
         S.ARGS: args,
     }
     return pa.RecordBatch.from_pydict(cols, schema=BATCH_SCHEMA)
+
+
+def _count_first(mask: pa.Array) -> tuple[int, int]:
+    """How many rows ``mask`` marks, and the first of them (for the message)."""
+    n = pc.sum(mask).as_py() or 0
+    return n, (pc.index(mask, True).as_py() if n else -1)
 
 
 def _layers(category: pa.Array) -> pa.Array:
