@@ -11,7 +11,6 @@ read into typed columns from that text.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +54,12 @@ class KinetoReader:
         flows: list[pa.RecordBatch] = []
         meta = Metadata()
         for chunk in stream.decoded(decode_events):
-            part = _convert(chunk, path)
-            diag.merge(part.diag)
-            meta.merge(part.meta)
-            if part.flow is not None:
-                flows.append(part.flow)
+            batch, flow = _convert(chunk, path, meta, diag)
+            if flow is not None:
+                flows.append(flow)
             if progress is not None:
                 progress(min(stream.position(), total), total)
-            yield part.batch
+            yield batch
         trace = stream.outer
         base = trace.get("baseTimeNanoseconds")
         base_ns = base if isinstance(base, int) and not isinstance(base, bool) else 0
@@ -79,26 +76,15 @@ class KinetoReader:
         ev.rank = _rank(trace, path)
 
 
-@dataclass
-class _Part:
-    """One chunk, converted."""
-
-    batch: pa.RecordBatch
-    flow: pa.RecordBatch | None
-    diag: Diagnostics
-    meta: Metadata
-
-
-def _convert(chunk: Decoded[list[Event]], path: Path) -> _Part:
-    diag = Diagnostics()
-    meta = Metadata()
+def _convert(chunk: Decoded[list[Event]], path: Path, meta: Metadata, diag: Diagnostics
+             ) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
+    """One decoded chunk as a row batch and its flows (None when it has none)."""
     events = chunk.value
     if chunk.repairs is not None:
         record_repairs(chunk, path, diag)
     if events is None:  # wrong types somewhere: lenient path
         events = lenient(chunk, path, diag)
-    batch, flow = chunk_columns(events, chunk.offset, path, meta, diag)
-    return _Part(batch, flow, diag, meta)
+    return chunk_columns(events, chunk.offset, path, meta, diag)
 
 
 def _rank(trace: dict[str, Any], path: Path) -> int | None:

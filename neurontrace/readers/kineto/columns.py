@@ -58,16 +58,6 @@ class Metadata:
         self.process_names: dict[Any, str] = {}
         self.process_labels: dict[Any, str] = {}
 
-    def merge(self, other: Metadata) -> None:
-        self.thread_names.update(other.thread_names)
-        for pid, name in other.process_names.items():
-            if pid not in self.process_labels:
-                self.process_names.setdefault(pid, name)
-        for pid, label in other.process_labels.items():
-            self.process_labels[pid] = label
-            if label != "CPU":
-                self.process_names[pid] = label
-
     def add(self, ev: Event) -> None:
         if not len(ev.args):
             return
