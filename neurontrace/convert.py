@@ -303,6 +303,7 @@ def convert(
         local.parent.mkdir(parents=True, exist_ok=True)
         cache = local.parent / CACHE_DIR
     else:
+        place.check()
         cache = Path(tempfile.gettempdir()) / CACHE_DIR
     sources, out.skipped, dataset = inputs_of(srcs, fmt, cache)
     out.inputs = [s.path for s in sources]

@@ -57,8 +57,23 @@ class Place:
     def child(self, rel: str) -> Place:
         return Place(self.fs, posixpath.join(self.path, rel))
 
+    def __str__(self) -> str:
+        """The local path, or ``<filesystem>://<path>`` (no query options, no credentials)."""
+        return self.path if self.local is not None else f"{self.fs.type_name}://{self.path}"
+
     def kind(self) -> pafs.FileType:
         return self.fs.get_file_info(self.path).type
+
+    def check(self) -> None:
+        """BadInput, naming this place, when its filesystem cannot be reached or its top
+        folder (an object store's bucket, which ``convert`` does not create) is missing."""
+        top = self.path.split("/", 1)[0] or "/"
+        try:
+            missing = self.fs.get_file_info(top).type == pafs.FileType.NotFound
+        except OSError as e:
+            raise BadInput(f"{self}: cannot reach the destination ({_line(e)})") from None
+        if missing:
+            raise BadInput(f"{self}: {top} does not exist (create the bucket or folder first)")
 
     def parquet_files(self) -> list[str]:
         """Paths of the ``.parquet`` files under this folder (hidden names skipped)."""
@@ -74,9 +89,18 @@ class Place:
 
     def publish(self, local: Path, path: str) -> None:
         """Copy the finished local file ``local`` to ``path`` on this filesystem."""
-        self.fs.create_dir(posixpath.dirname(path), recursive=True)
-        pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=self.fs)
+        try:
+            self.fs.create_dir(posixpath.dirname(path), recursive=True)
+            pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(),
+                            destination_filesystem=self.fs)
+        except OSError as e:
+            raise BadInput(f"{self.fs.type_name}://{path}: cannot write ({_line(e)})") \
+                from None
+
+
+def _line(e: BaseException) -> str:
+    """The first line of an error's message (a filesystem's may run to several)."""
+    return (str(e).splitlines() or [type(e).__name__])[0]
 
 
 def matching(fs: pafs.FileSystem, path: str, want: dict[str, Any]) -> dict[bytes, bytes] | None:
