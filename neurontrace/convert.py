@@ -359,6 +359,8 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
     for f in out.parquet_files():
         if f not in keep:
             out.fs.delete_file(f)
+            if out.local is None:  # an object store keeps the emptied folder's marker
+                out.drop_if_empty(posixpath.dirname(f))
     if out.local is not None:
         _tidy(out.local, keep)
 

@@ -87,6 +87,14 @@ class Place:
                         for part in posixpath.relpath(i.path, self.path).split("/"))
         )
 
+    def drop_if_empty(self, folder: str) -> None:
+        """Delete ``folder``, a folder under this one, if it is there and holds nothing."""
+        if folder.rstrip("/") == self.path.rstrip("/"):
+            return
+        if self.fs.get_file_info(folder).type == pafs.FileType.Directory \
+                and not self.fs.get_file_info(pafs.FileSelector(folder)):
+            self.fs.delete_dir(folder)
+
     def publish(self, local: Path, path: str) -> None:
         """Copy the finished local file ``local`` to ``path`` on this filesystem."""
         try:
