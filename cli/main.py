@@ -16,6 +16,7 @@ import click
 from neurontrace import __version__
 from neurontrace.cli.options import verbose_option
 from neurontrace.errors import NeurontraceError
+from neurontrace.quickstart import arrow_without_pandas
 
 #: command name -> module under neurontrace.cli defining a click command of that name.
 COMMANDS: dict[str, str] = {
@@ -38,6 +39,8 @@ class Group(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
+        if name != "capture":  # every other command reads traces with pyarrow
+            arrow_without_pandas()
         module = importlib.import_module(f"neurontrace.cli.{COMMANDS[name]}")
         cmd = getattr(module, name.replace("-", "_"))
         assert isinstance(cmd, click.Command)
