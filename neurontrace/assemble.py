@@ -6,9 +6,7 @@ categories, and this module derives the columns that relate rows to one another.
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +19,19 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.nesting import nest
 from neurontrace.readers.base import Events
+from neurontrace.spill import Spill, complete, temporary
 
-_STEP_NAME = r"^ProfilerStep#(\d+)$"
 _I64 = pl.Int64
-
-
-#: Columns kept in memory for the derivations; the reader's batches are spilled whole to
-#: a temporary Arrow IPC file while reading and streamed back when writing, so memory
-#: holds only these (about a hundred bytes a row) and never the wide text columns such
-#: as ``args`` or names.
-_NARROW = (
-    S.LAYER, S.CATEGORY, S.KIND, S.START_NS, S.DUR_NS, S.PID, S.TID,
-    S.PID_LABEL, S.TID_LABEL, S.EXTERNAL_ID, S.CORRELATION,
-    # Readers that know these better than the assembler supply them (Neuron Explorer
-    # gives tracks and flow ids per row); they stay in memory for the derivations.
-    S.TRACK, S.FLOW_IDS,
-    # The execution/time link fallbacks need a row's NeuronCore and execution.
-    S.DEVICE_COL, S.EXECUTION,
-)
 #: Columns a reader may give for some rows, which the derivations complete.
 _COMPLETED = (S.TRACK, S.FLOW_IDS)
-_CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, S.PID_LABEL, S.TID_LABEL, S.TRACK, S.EXECUTION)
 
 
 class Assembled:
     """A trace's rows, ready to stream out in schema order (see :meth:`batches`)."""
 
-    def __init__(self, narrow: pl.DataFrame, spill: Path, ev: Events) -> None:
+    def __init__(self, narrow: pl.DataFrame, spills: list[Path], ev: Events) -> None:
         self.narrow = narrow
-        self.spill = spill
+        self.spills = spills
         self.events = ev
         self.num_rows = narrow.height
 
@@ -57,85 +39,68 @@ class Assembled:
         """Rows in schema order: the reader's columns from the spill, the rest derived."""
         base = int(self.events.clock.get("base_time_ns") or 0)
         offset = 0
-        with pa.OSFile(str(self.spill), "rb") as f:
-            reader = pa.ipc.open_stream(f)
-            for raw in reader:
-                n = raw.num_rows
-                part = self.narrow.slice(offset, n)
-                offset += n
-                names = raw.schema.names
-                cols = []
-                for c in S.COLUMNS:
-                    if c.name in names and c.name not in _COMPLETED:
-                        arr = raw.column(c.name)
-                        if c.name == S.START_NS and base:
-                            arr = pc.add(arr, pa.scalar(base, pa.int64()))
-                    elif c.name in part.columns:
-                        arr = part.get_column(c.name).to_arrow()
-                    else:
-                        arr = pa.nulls(n, c.type)
-                    cols.append(arr.cast(c.type) if arr.type != c.type else arr)
-                yield pa.RecordBatch.from_arrays(cols, schema=S.SCHEMA)
+        for raw in self._spilled():
+            n = raw.num_rows
+            part = self.narrow.slice(offset, n)
+            offset += n
+            names = raw.schema.names
+            cols = []
+            for c in S.COLUMNS:
+                if c.name in names and c.name not in _COMPLETED:
+                    arr = raw.column(c.name)
+                    if c.name == S.START_NS and base:
+                        arr = pc.add(arr, pa.scalar(base, pa.int64()))
+                elif c.name in part.columns:
+                    arr = part.get_column(c.name).to_arrow()
+                else:
+                    arr = pa.nulls(n, c.type)
+                cols.append(arr.cast(c.type) if arr.type != c.type else arr)
+            yield pa.RecordBatch.from_arrays(cols, schema=S.SCHEMA)
+
+    def _spilled(self) -> Iterator[pa.RecordBatch]:
+        for path in self.spills:
+            with pa.memory_map(str(path)) as f:  # batches point into the mapped file
+                yield from pa.ipc.open_stream(f)
 
     def table(self) -> pa.Table:
         return pa.Table.from_batches(list(self.batches()), schema=S.SCHEMA)
 
     def close(self) -> None:
-        self.spill.unlink(missing_ok=True)
+        for path in self.spills:
+            path.unlink(missing_ok=True)
 
 
 def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
-             workdir: Path | None = None) -> Assembled:
+             workdir: Path | None = None, read: Callable[[], None] | None = None
+             ) -> Assembled:
     """Consume the reader's batches and derive the columns that relate rows.
 
-    The reader's batches go to a temporary Arrow IPC file as they arrive; only the
-    narrow columns the derivations need stay in memory. Each derivation computes a few
-    columns on a slice of the narrow frame; they are joined back by row number.
+    The reader's batches go to temporary Arrow IPC files as they arrive (see
+    :mod:`neurontrace.spill`); only the narrow columns the derivations need stay in
+    memory. Each derivation computes a few columns on a slice of the narrow frame; they
+    are joined back by row number. ``read`` is called once the input has been read.
     """
-    fd, name = tempfile.mkstemp(prefix=".neurontrace-", suffix=".spill.arrow", dir=workdir)
-    os.close(fd)
-    spill = Path(name)
+    if ev.spill is not None:  # the reader spills its own batches (in parallel)
+        spills, narrow = ev.spill(workdir)
+    else:
+        spills = [temporary(workdir)]
+        spill = Spill(spills[0])
+        try:
+            for batch in ev.batches:
+                spill.add(batch)
+            narrow = spill.finish()
+        except BaseException:
+            spill.discard()
+            raise
+    if read is not None:
+        read()
     try:
-        narrow = _spill(ev, spill)
-        df = _derive(narrow, ev, diag, rank)
+        df = _derive(complete(narrow), ev, diag, rank)
     except BaseException:
-        spill.unlink(missing_ok=True)
+        for path in spills:
+            path.unlink(missing_ok=True)
         raise
-    return Assembled(df, spill, ev)
-
-
-def _spill(ev: Events, spill: Path) -> pl.DataFrame:
-    parts: list[pl.DataFrame] = []
-    sink = pa.OSFile(str(spill), "wb")
-    writer: pa.ipc.RecordBatchStreamWriter | None = None
-    try:
-        for batch in ev.batches:
-            if writer is None:
-                writer = pa.ipc.new_stream(sink, batch.schema)
-            writer.write_batch(batch)
-            part = pl.from_arrow(batch.select([c for c in _NARROW if c in batch.schema.names]))
-            assert isinstance(part, pl.DataFrame)
-            names = pl.Series(batch.column(S.NAME))
-            parts.append(part.with_columns(
-                *(pl.col(c).cast(pl.Categorical) for c in _CATEGORICAL if c in part.columns),
-                _step_no=names.str.extract(_STEP_NAME, 1).cast(_I64),
-            ))
-        if writer is None:  # no rows at all
-            writer = pa.ipc.new_stream(sink, pa.schema([(S.NAME, pa.string())]))
-        writer.close()
-    finally:
-        sink.close()
-    narrow = pl.concat(parts, rechunk=False) if parts else pl.DataFrame(
-        schema={S.START_NS: pl.Int64, S.DUR_NS: pl.Int64, "_step_no": pl.Int64}
-    )
-    for c, t in ((S.LAYER, pl.Categorical), (S.CATEGORY, pl.Categorical),
-                 (S.KIND, pl.Categorical), (S.PID_LABEL, pl.Categorical),
-                 (S.TID_LABEL, pl.Categorical), (S.PID, pl.Int64), (S.TID, pl.Int64),
-                 (S.EXTERNAL_ID, pl.Int64), (S.CORRELATION, pl.Int64),
-                 (S.DEVICE_COL, pl.Int64), (S.EXECUTION, pl.Categorical)):
-        if c not in narrow.columns:
-            narrow = narrow.with_columns(pl.lit(None, t).alias(c))
-    return narrow
+    return Assembled(df, spills, ev)
 
 
 def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -> pl.DataFrame:
@@ -176,25 +141,19 @@ def _lanes(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
     keys = [S.PID, S.TID, S.PID_LABEL, S.TID_LABEL]
     if S.TRACK in df.columns:
         keys.append(S.TRACK)
-    lanes = df.select(keys).unique(maintain_order=True).with_row_index("lane")
-    narrow = df.select(S.ROW, *keys)
-    layer_of_lane = (
-        df.group_by(keys, maintain_order=True).agg(pl.col(S.LAYER).first())
+    rows = df.select(
+        S.ROW, *keys, S.LAYER, lane=pl.struct(keys).rank("dense").cast(_I64) - 1
     )
-    lanes = lanes.join(layer_of_lane, on=keys, how="left", nulls_equal=True)
+    lanes = rows.group_by("lane").agg(pl.col(*keys, S.LAYER).first()).sort("lane")
     given = (lanes.get_column(S.TRACK).cast(pl.String).to_list() if S.TRACK in keys
              else [None] * lanes.height)
-    names = [
+    names = pl.Series(S.TRACK, [
         track if track is not None else _track_name(pid, tid, pl_, tl, layer, ev)
         for (pid, tid, pl_, tl, layer), track in zip(
             lanes.select(*keys[:4], S.LAYER).iter_rows(), given, strict=True)
-    ]
-    lanes = lanes.select(*keys, "lane").with_columns(
-        pl.Series("_track", names, pl.String)
-    )
-    return narrow.join(lanes, on=keys, how="left", nulls_equal=True).select(
-        S.ROW, "lane", pl.col("_track").alias(S.TRACK)
-    )
+    ], pl.String)
+    lane = rows.get_column("lane")
+    return pl.DataFrame([rows.get_column(S.ROW), lane, names.gather(lane)])
 
 
 def _track_name(pid: Any, tid: Any, pid_label: Any, tid_label: Any, layer: str, ev: Events) -> str:
@@ -320,11 +279,14 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
 
     Framework rows themselves have no ``framework_row``.
     """
+    not_fw = pl.col(S.LAYER) != S.FRAMEWORK
+    if not df.select(not_fw.any()).item():  # a CPU-only trace: nothing to link
+        return df.select(S.ROW, pl.lit(None, _I64).alias(S.FRAMEWORK_ROW),
+                         pl.lit(None, pl.String).alias(S.LINK))
     df = df.select(
         S.ROW, S.LAYER, S.CATEGORY, S.START_NS, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS,
         S.PARENT, S.DEVICE_COL, S.EXECUTION,
     )
-    not_fw = pl.col(S.LAYER) != S.FRAMEWORK
     nested = _nearest_framework_ancestor(df)
     df = df.join(nested, on=S.ROW, how="left")
     if _external_id_links(df, diag):

@@ -6,9 +6,12 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from neurontrace.diagnostics import Diagnostics
 
@@ -51,6 +54,11 @@ class Events:
     process_names: dict[Any, str] = field(default_factory=dict)
     rank: int | None = None
     format: str = ""
+    #: Set by a reader that spills its own batches (decoding parts of the file in
+    #: parallel processes): called with the folder for temporary files (None: the
+    #: system's), it returns the spill files in row order and the rows' narrow columns
+    #: (see :mod:`neurontrace.spill`); ``batches`` is then not used.
+    spill: Callable[[Path | None], tuple[list[Path], pl.DataFrame]] | None = None
 
 
 class Reader(Protocol):
