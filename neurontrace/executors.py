@@ -28,6 +28,9 @@ J = TypeVar("J")
 R = TypeVar("R")
 
 EXECUTORS = ("local", "ray")
+#: Environment variable: processes one trace file may be decoded by (default: the CPUs
+#: this process may use). See :mod:`neurontrace.readers.kineto.spans`.
+READ_WORKERS = "NEURONTRACE_READ_WORKERS"
 
 
 class Executor(Protocol):
@@ -59,13 +62,21 @@ class WorkerDied(NeurontraceError):
 
 
 class Processes:
-    """Up to ``n`` worker processes, each taking the next job when it finishes one."""
+    """Up to ``n`` worker processes, each taking the next job when it finishes one.
 
-    def __init__(self, n: int) -> None:
+    A single job runs in this process, unless ``always`` (the caller is busy meanwhile).
+    Workers never decode one file in parallel themselves (``NEURONTRACE_READ_WORKERS``
+    is 1 there): the processes are the parallelism. ``env`` adds to their environment.
+    """
+
+    def __init__(self, n: int, always: bool = False, env: dict[str, str] | None = None
+                 ) -> None:
         self.n = n
+        self.always = always
+        self.env = {**os.environ, READ_WORKERS: "1", **(env or {})}
 
     def run(self, fn: Callable[[J], R], jobs: Sequence[J], done: Callable[[R], None]) -> None:
-        if len(jobs) < 2:
+        if len(jobs) < (1 if self.always else 2):
             Serial().run(fn, jobs, done)
             return
         todo: queue.SimpleQueue[J] = queue.SimpleQueue()
@@ -74,7 +85,8 @@ class Processes:
         results: queue.SimpleQueue[tuple[bool, Any] | None] = queue.SimpleQueue()
         stop = threading.Event()
         threads = [
-            threading.Thread(target=_drive, args=(fn, todo, results, stop), daemon=True)
+            threading.Thread(target=_drive, args=(fn, todo, results, stop, self.env),
+                             daemon=True)
             for _ in range(min(self.n, len(jobs)))
         ]
         for t in threads:
@@ -102,10 +114,12 @@ class Processes:
 
 
 def _drive(fn: Callable[[Any], Any], todo: queue.SimpleQueue[Any],
-           results: queue.SimpleQueue[tuple[bool, Any] | None], stop: threading.Event) -> None:
+           results: queue.SimpleQueue[tuple[bool, Any] | None], stop: threading.Event,
+           env: dict[str, str]) -> None:
     """One worker process: send it jobs until none is left or ``stop`` is set."""
     proc = subprocess.Popen([sys.executable, "-m", "neurontrace.executors"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env=env)
     assert proc.stdin is not None and proc.stdout is not None
     try:
         while not stop.is_set():
@@ -182,7 +196,7 @@ class Ray:
                 raise BadInput(f"ray: cannot connect to {self.address or 'a cluster'}: "
                                f"{str(e).splitlines()[0]}") from None
         try:
-            task = ray.remote(num_cpus=1)(fn)
+            task = ray.remote(num_cpus=1, runtime_env={"env_vars": {READ_WORKERS: "1"}})(fn)
             pending = [task.remote(job) for job in jobs]
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
@@ -202,6 +216,9 @@ class Ray:
 
 
 if __name__ == "__main__":
+    from neurontrace.quickstart import arrow_without_pandas
+
+    arrow_without_pandas()
     _stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
     try:

@@ -69,26 +69,43 @@ class ArrayStream:
 
     After iteration, :attr:`outer` holds the document with the array emptied (its other
     top-level fields), decoded.
+
+    A *span* of the array (for readers that decode parts of one file in parallel) is
+    given by ``start``, the offset of an element (None: the array's start), and
+    ``stop``, an offset from :func:`cuts` (None: the array's end). A span that starts
+    inside the array never sees the document's head: it leaves the text after the array
+    in :attr:`tail` for :meth:`parse_outer`. A span whose ``stop`` is not after a whole
+    element raises :class:`Misaligned` at its end.
     """
 
-    def __init__(self, path: Path, key: bytes, block: int | None = None) -> None:
+    def __init__(self, path: Path, key: bytes, block: int | None = None,
+                 start: int | None = None, stop: int | None = None) -> None:
         self.path = path
         self.key = key
         self.block = block if block is not None else BLOCK  # read now: tests shrink it
+        self.start = start
+        self.stop = stop
         self.outer: dict = {}
+        self.head = b""  # the document before the array (when this span saw it)
+        self.tail: tuple[bytes, int] | None = None  # the text after the array, its offset
         self.bytes_read = 0
+        self._pos = 0  # offset of the next byte read (plain files)
         self._file: BinaryIO | None = None
 
     # -- reading ---------------------------------------------------------------------
     def _read(self, f: BinaryIO) -> bytes:
+        n = self.block if self.stop is None else min(self.block, self.stop - self._pos)
+        if n <= 0:
+            return b""
         try:
-            b = f.read(self.block)
+            b = f.read(n)
         except (EOFError, zlib.error, gzip.BadGzipFile) as e:
             raise BadInput(
                 f"{self.path}: compressed stream is truncated or corrupt after byte "
                 f"{self.bytes_read} of the decompressed text ({e})"
             ) from None
         self.bytes_read += len(b)
+        self._pos += len(b)
         return b
 
     def _find_start(self, f: BinaryIO) -> tuple[bytes, bytes, int]:
@@ -127,10 +144,18 @@ class ArrayStream:
         """
         with open_binary(self.path) as f:
             self._file = f
-            head, buf, offset = self._find_start(f)
+            if self.start is None:
+                head, buf, offset = self._find_start(f)
+                self.head = head
+            else:
+                f.seek(self.start)
+                self._pos = offset = self.start
+                head, buf = b"", self._read(f)
             eof = False
             while True:
-                if buf.lstrip(_WS)[:1] == b"]":  # empty array, or closed right here
+                if self.stop is not None and eof and not buf.strip(_WS):
+                    return  # the span ends here, after a whole element and its comma
+                if _peek(buf) == b"]":  # empty array, or closed right here
                     rest = buf.lstrip(_WS) + (b"" if eof else self._read_all(f))
                     self._parse_outer(head, rest, offset)
                     return
@@ -144,12 +169,14 @@ class ArrayStream:
                     cut = _next_cut(buf, len(buf), backwards=True)
                 tried_close = False
                 while True:
-                    if cut is None and eof and not tried_close:
+                    if cut is None and eof and not tried_close and self.stop is None:
                         # Elements that are not objects ("[..., 5]") leave no '}' cut:
                         # try the array's closing bracket itself.
                         tried_close = True
                         close = buf.rfind(b"]")
                         cut = (close, True) if close >= 0 else None
+                    if cut is None and self.stop is not None:
+                        raise Misaligned(self.stop)
                     if cut is None:
                         raise BadInput(
                             f"{self.path}: truncated: the {self.key.decode()} array is not "
@@ -175,6 +202,8 @@ class ArrayStream:
                 end, closing = cut
                 rest = buf[end:].lstrip(_WS)
                 if closing:
+                    if self.stop is not None:
+                        raise Misaligned(self.stop)  # the array closed before the stop
                     rest = rest + (b"" if eof else self._read_all(f))
                     self._parse_outer(head, rest, offset + end)
                     return
@@ -208,6 +237,13 @@ class ArrayStream:
         return decode_chunk(self.path, decode, data, offset)
 
     def _parse_outer(self, head: bytes, tail: bytes, tail_offset: int) -> None:
+        if self.start is not None:  # the head is another span's: leave the tail
+            self.tail = (tail, tail_offset)
+            return
+        self.parse_outer(head, tail, tail_offset)
+
+    def parse_outer(self, head: bytes, tail: bytes, tail_offset: int) -> None:
+        """Set :attr:`outer` from the text before the array and the text after it."""
         if not tail.startswith(b"]"):
             raise BadInput(f"{self.path}: expected ']' at byte {tail_offset}")
         if not head:  # bare array
@@ -241,7 +277,7 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], data: bytes, offset: 
     if data.endswith(b","):
         data = data[:-1]
     try:
-        return Decoded(decode(b"[" + data + b"]"), data, offset, None)
+        return Decoded(decode(b"".join((b"[", data, b"]"))), data, offset, None)
     except msgspec.ValidationError:
         return Decoded(None, data, offset, None)
     except msgspec.DecodeError as e:
@@ -273,6 +309,15 @@ def _classify(e: msgspec.DecodeError, data: bytes) -> None:
             raise ClosedAt(pos) from None
 
 
+_NOT_WS = re.compile(rb"[^ \t\r\n]")
+
+
+def _peek(buf: bytes) -> bytes:
+    """The first byte of ``buf`` that is not whitespace (b"" if none), without a copy."""
+    m = _NOT_WS.search(buf)
+    return m.group() if m else b""
+
+
 def _next_cut(buf: bytes, pos: int, backwards: bool) -> tuple[int, bool] | None:
     """A position just after a '}' that is followed by ',' or ']' (whitespace aside).
 
@@ -294,6 +339,44 @@ def _next_cut(buf: bytes, pos: int, backwards: bool) -> tuple[int, bool] | None:
 
 class Incomplete(Exception):
     """The chunk does not end at an element boundary."""
+
+
+class Misaligned(Exception):
+    """A span's stop is not just after a whole element of the array (see :func:`cuts`)."""
+
+    def __init__(self, stop: int) -> None:
+        super().__init__(f"no element boundary at byte {stop}")
+        self.stop = stop
+
+
+#: An object's end, its comma and the next object's start: where a span may stop.
+_BETWEEN = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+_WINDOW = 1 << 20
+
+
+def array_start(path: Path, key: bytes) -> int:
+    """Offset of the first byte after the array's ``[`` (plain files)."""
+    stream = ArrayStream(path, key, block=1 << 16)
+    with open(path, "rb") as f:
+        _, _, offset = stream._find_start(f)
+    return offset
+
+
+def cuts(path: Path, targets: list[int]) -> list[int]:
+    """Offsets near ``targets`` (ascending) that split a plain file's array into spans:
+    each the start of an element that follows ``},``; targets with none near are dropped.
+
+    A cut is only a candidate (the pattern may sit inside a string): the span that
+    stops there proves it, or raises :class:`Misaligned` (see :class:`ArrayStream`).
+    """
+    found: list[int] = []
+    with open(path, "rb") as f:
+        for target in targets:
+            f.seek(target)
+            m = _BETWEEN.search(f.read(_WINDOW))
+            if m is not None and (not found or target + m.end() - 1 > found[-1]):
+                found.append(target + m.end() - 1)
+    return found
 
 
 class ClosedAt(Exception):

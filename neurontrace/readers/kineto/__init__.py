@@ -6,6 +6,8 @@ are converted exactly from that text (:mod:`neurontrace.units`) and ``args`` is 
 JSON text, so nothing the profiler wrote is lost or rounded. The few ``args`` keys that
 link layers (``External id``, ``correlation``, ``device``, ``stream``, byte counts) are
 read into typed columns from that text.
+
+A large plain file is decoded in spans, in parallel (see :mod:`.spans`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from neurontrace.readers.kineto.events import (
 
 _HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
                 b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
+KEY = b"traceEvents"
+
 
 class KinetoReader:
     name = "kineto"
@@ -42,38 +46,60 @@ class KinetoReader:
         return start == b"[" and path.name.endswith((".json", ".json.gz")) and b'"ph"' in head
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        from neurontrace.readers.kineto import spans
+
         ev = Events(batches=iter(()), format=self.name)
         ev.batches = self._batches(path, diag, progress, ev)
+        plan = spans.plan(path)
+        if plan:
+            ev.spill = lambda workdir: spans.spill(path, plan, diag, progress, ev, workdir)
         return ev
 
     def _batches(
         self, path: Path, diag: Diagnostics, progress: Progress | None, ev: Events
     ) -> Iterator[pa.RecordBatch]:
+        stream = ArrayStream(path, KEY)
+        part = Part()
+        yield from part.rows(stream, path, diag, progress)
+        finish(ev, path, stream.outer, part.flows, part.meta)
+
+
+class Part:
+    """What reading the events of one span of a trace (or all of it) collects besides
+    its rows: flows and track names."""
+
+    def __init__(self) -> None:
+        self.flows: list[pa.RecordBatch] = []
+        self.meta = Metadata()
+
+    def rows(self, stream: ArrayStream, path: Path, diag: Diagnostics,
+             progress: Progress | None) -> Iterator[pa.RecordBatch]:
         total = path.stat().st_size
-        stream = ArrayStream(path, b"traceEvents")
-        flows: list[pa.RecordBatch] = []
-        meta = Metadata()
         for chunk in stream.decoded(decode_events):
-            batch, flow = _convert(chunk, path, meta, diag)
+            batch, flow = _convert(chunk, path, self.meta, diag)
             if flow is not None:
-                flows.append(flow)
+                self.flows.append(flow)
             if progress is not None:
                 progress(min(stream.position(), total), total)
             yield batch
-        trace = stream.outer
-        base = trace.get("baseTimeNanoseconds")
-        base_ns = base if isinstance(base, int) and not isinstance(base, bool) else 0
-        ev.flows = pa.Table.from_batches(flows, schema=FLOWS_SCHEMA)
-        ev.trace = trace
-        ev.clock = {
-            "method": "kineto",
-            "base_time_ns": base_ns,
-            "note": "ts (microseconds, 3 decimals) converted exactly from text"
-            + ("; offset by baseTimeNanoseconds (epoch)" if base_ns else ""),
-        }
-        ev.thread_names = meta.thread_names
-        ev.process_names = meta.process_names
-        ev.rank = _rank(trace, path)
+
+
+def finish(ev: Events, path: Path, trace: dict[str, Any], flows: list[pa.RecordBatch],
+           meta: Metadata) -> None:
+    """Fill in what the whole trace has been read for."""
+    base = trace.get("baseTimeNanoseconds")
+    base_ns = base if isinstance(base, int) and not isinstance(base, bool) else 0
+    ev.flows = pa.Table.from_batches(flows, schema=FLOWS_SCHEMA)
+    ev.trace = trace
+    ev.clock = {
+        "method": "kineto",
+        "base_time_ns": base_ns,
+        "note": "ts (microseconds, 3 decimals) converted exactly from text"
+        + ("; offset by baseTimeNanoseconds (epoch)" if base_ns else ""),
+    }
+    ev.thread_names = meta.thread_names
+    ev.process_names = meta.process_names
+    ev.rank = _rank(trace, path)
 
 
 def _convert(chunk: Decoded[list[Event]], path: Path, meta: Metadata, diag: Diagnostics
@@ -92,5 +118,3 @@ def _rank(trace: dict[str, Any], path: Path) -> int | None:
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return int(info["rank"])
     return rank_from_name(path.name)
-
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,27 @@ BATCH_SCHEMA = S.reader_schema(
 
 
 class Metadata:
-    """Track names from ``M`` events (a later event for the same id wins)."""
+    """Track names from ``M`` events: a thread's last name; a process's last label other
+    than ``CPU`` (a device's label, "GPU 0", names its lanes best), else its first name.
+    """
 
     def __init__(self) -> None:
         self.thread_names: dict[tuple[Any, Any], str] = {}
-        self.process_names: dict[Any, str] = {}
         self.process_labels: dict[Any, str] = {}
+        self._first_names: dict[Any, str] = {}
+        self._device_labels: dict[Any, str] = {}
+
+    @property
+    def process_names(self) -> dict[Any, str]:
+        return {**self._first_names, **self._device_labels}
+
+    def merge(self, later: Metadata) -> None:
+        """Add the names of a later part of the same trace."""
+        self.thread_names.update(later.thread_names)
+        self.process_labels.update(later.process_labels)
+        for pid, name in later._first_names.items():
+            self._first_names.setdefault(pid, name)
+        self._device_labels.update(later._device_labels)
 
     def add(self, ev: Event) -> None:
         if not len(ev.args):
@@ -70,15 +86,19 @@ class Metadata:
         if ev.name == "thread_name" and isinstance(args.get("name"), str):
             self.thread_names[(ev.pid, ev.tid)] = args["name"].strip()
         elif ev.name == "process_name" and isinstance(args.get("name"), str):
-            self.process_names.setdefault(ev.pid, args["name"].strip())
+            self._first_names.setdefault(ev.pid, args["name"].strip())
         elif ev.name == "process_labels" and isinstance(args.get("labels"), str):
             label = args["labels"].strip()
             self.process_labels[ev.pid] = label
-            if label != "CPU":  # a device's label ("GPU 0") names its lanes best
-                self.process_names[ev.pid] = label
+            if label != "CPU":
+                self._device_labels[ev.pid] = label
 
 
 _NOT_ROWS = frozenset({"M", *FLOW_PHASES})
+_ROW_PHASES = frozenset(KIND_OF_PHASE)
+# Field getters (map over a list of structs runs in C, a comprehension does not).
+_PH, _NAME, _CAT, _PID, _TID, _TS, _DUR, _ARGS = (
+    attrgetter(f) for f in ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args"))
 
 
 def chunk_columns(
@@ -87,13 +107,17 @@ def chunk_columns(
     """Rows and flows of one chunk; ``at`` is its byte offset (messages name events as
     "#k after byte <at>"). Every phase but metadata and flows is a row; an unknown one
     is kept as an instant."""
-    rows = [e for e in events if e.ph not in _NOT_ROWS]
-    flows = [e for e in events if e.ph in FLOW_PHASES]
-    for e in events:
-        if e.ph == "M":
-            meta.add(e)
+    phases = list(map(_PH, events))
     where = _Where(events, at)
-    unknown = [i for i, e in enumerate(rows) if e.ph not in KIND_OF_PHASE]
+    if set(phases) <= _ROW_PHASES:  # most chunks: rows only, of known phases
+        return _row_batch(events, phases, where, path, diag), None
+    rows = [e for e, ph in zip(events, phases, strict=True) if ph not in _NOT_ROWS]
+    flows = [e for e, ph in zip(events, phases, strict=True) if ph in FLOW_PHASES]
+    for e, ph in zip(events, phases, strict=True):
+        if ph == "M":
+            meta.add(e)
+    phases = list(map(_PH, rows))
+    unknown = [i for i, ph in enumerate(phases) if ph not in KIND_OF_PHASE]
     if unknown:
         first = rows[unknown[0]]
         diag.warn(
@@ -102,7 +126,7 @@ def chunk_columns(
             "kept as an instant",
             len(unknown),
         )
-    return _row_batch(rows, where, path, diag), _flow_batch(flows, path, diag)
+    return _row_batch(rows, phases, where, path, diag), _flow_batch(flows, path, diag)
 
 
 class _Where:
@@ -153,17 +177,17 @@ def _ids(values: list[Any], what: str, path: Path, diag: Diagnostics) -> tuple[p
 _ZERO = msgspec.Raw(b"0.000")
 
 
-def _row_batch(rows: list[Event], where: _Where, path: Path, diag: Diagnostics
-               ) -> pa.RecordBatch:
-    kind = _mapped(pa.array([e.ph for e in rows], pa.string()),
+def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
+               diag: Diagnostics) -> pa.RecordBatch:
+    kind = _mapped(pa.array(phases, pa.string()),
                    lambda ph: KIND_OF_PHASE.get(ph, S.INSTANT), S.INSTANT)
-    names = [e.name for e in rows]
+    names = list(map(_NAME, rows))
     if None in names:
         missing = sum(v is None for v in names)
         diag.warn("missing_name", f"{path}: {missing} event(s) without a name; named ''")
         names = ["" if v is None else v for v in names]
     name = _text(names, "name", path, diag)
-    cats = [e.cat for e in rows]
+    cats = list(map(_CAT, rows))
     category = _text(cats, "cat", path, diag)
     if category.null_count:
         diag.warn(
@@ -173,10 +197,10 @@ def _row_batch(rows: list[Event], where: _Where, path: Path, diag: Diagnostics
             category.null_count,
         )
     layer = _layers(category)
-    pid, pid_label = _ids([e.pid for e in rows], "pid", path, diag)
-    tid, tid_label = _ids([e.tid for e in rows], "tid", path, diag)
+    pid, pid_label = _ids(list(map(_PID, rows)), "pid", path, diag)
+    tid, tid_label = _ids(list(map(_TID, rows)), "tid", path, diag)
 
-    start, rounded = microseconds_to_ns([e.ts for e in rows])
+    start, rounded = microseconds_to_ns(list(map(_TS, rows)))
     n_bad, first = _count_first(pc.is_null(start))
     if n_bad:
         diag.warn(
@@ -191,7 +215,10 @@ def _row_batch(rows: list[Event], where: _Where, path: Path, diag: Diagnostics
             "sub_ns_time", f"{path}: {len(rounded)} ts value(s) rounded to 1 ns", len(rounded)
         )
     # Only spans have durations; the others' (usually absent) dur reads as zero.
-    dur, rounded = microseconds_to_ns([e.dur if e.ph == "X" else _ZERO for e in rows])
+    durs = list(map(_DUR, rows))
+    if "X" not in phases or len(set(phases)) > 1:
+        durs = [d if ph == "X" else _ZERO for d, ph in zip(durs, phases, strict=True)]
+    dur, rounded = microseconds_to_ns(durs)
     spans = pc.equal(kind, S.SPAN)
     n_missing, first = _count_first(pc.and_(spans, pc.is_null(dur)))
     if n_missing:
@@ -215,7 +242,7 @@ def _row_batch(rows: list[Event], where: _Where, path: Path, diag: Diagnostics
     # Instants and counters have no duration, whatever the file says.
     dur = pc.if_else(spans, dur, 0)
 
-    args, links = _args([e.args for e in rows], where, path, diag)
+    args, links = _args(list(map(_ARGS, rows)), where, path, diag)
     cols = {
         S.LAYER: layer,
         S.CATEGORY: category,
@@ -265,7 +292,7 @@ def _args(
     their lengths: no copy per value, no parsing); UTF-8 is validated in C.
     """
     n = len(raws)
-    lengths = np.fromiter((len(r) for r in raws), dtype=np.int64, count=n)
+    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=n)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     joined = b"".join(raws)

@@ -1,0 +1,195 @@
+"""One Kineto file decoded in parallel spans gives exactly the serial read's table.
+
+The spans are forced on small files (``MIN_SPAN`` 1 byte, no lead for this process,
+three processes), so every test below runs real worker processes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pytest
+
+import neurontrace
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput
+from neurontrace.readers.jsonstream import ArrayStream, Misaligned, cuts
+from neurontrace.readers.kineto import spans
+
+from support import FIXTURES, KINETO
+
+
+@pytest.fixture
+def forced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Spans on any file; returns the log of serial fallbacks taken."""
+    monkeypatch.setattr(spans, "MIN_SPAN", 1)
+    monkeypatch.setattr(spans, "LEAD", 0)
+    monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
+    fallbacks: list[str] = []
+    serial = spans._serial
+
+    def logged(ev: Any, workdir: Path | None) -> Any:
+        fallbacks.append("serial")
+        return serial(ev, workdir)
+
+    monkeypatch.setattr(spans, "_serial", logged)
+    return fallbacks
+
+
+def _serial_load(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pa.Table, Diagnostics]:
+    with monkeypatch.context() as m:
+        m.setenv("NEURONTRACE_READ_WORKERS", "1")
+        diag = Diagnostics()
+        return neurontrace.load(path, diag=diag), diag
+
+
+def _plain(src: Path, tmp: Path) -> Path:
+    """``src`` uncompressed (spans need a plain file)."""
+    if src.suffix != ".gz":
+        return src
+    out = tmp / src.name.removesuffix(".gz")
+    out.write_bytes(gzip.decompress(src.read_bytes()))
+    return out
+
+
+@pytest.mark.parametrize("name", [
+    "kineto/cpu-mlp-training.json.gz",  # real torch CPU trace: nesting, steps, flows
+    "capture/cuda/naive/trace.json.gz",  # real CUDA trace: runtime/device links
+    "kineto/control-characters.json",  # repairs counted per span
+    "kineto/huge-integers.json",
+    "kineto/string-pid-tid.json",
+    "kineto/unsorted-events.json",
+])
+def test_spans_give_the_serial_table(name: str, tmp_path: Path, forced: list[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _plain(FIXTURES / name, tmp_path)
+    assert len(spans.plan(path)) >= 2  # the parallel path is taken
+    want, want_diag = _serial_load(path, monkeypatch)
+    diag = Diagnostics()
+    got = neurontrace.load(path, diag=diag)
+    assert forced == []  # no fallback: the spans themselves gave this
+    assert got.equals(want)
+    assert got.schema.metadata == want.schema.metadata  # trace fields, clock, warnings
+    assert diag.counts == want_diag.counts
+
+
+def _trace_with_string_across_the_middle(path: Path) -> None:
+    """Events around one whose args hold ``}, {`` patterns over the middle of the file."""
+    small = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1,
+              "ts": 1000.0 + i, "dur": 0.5, "args": {"External id": i}} for i in range(20)]
+    big = {"ph": "X", "cat": "cpu_op", "name": "big", "pid": 1, "tid": 1, "ts": 999.0,
+           "dur": 30.0, "args": {"note": "}, {" * 20000}}
+    path.write_text(json.dumps({"traceEvents": small[:10] + [big] + small[10:]}, indent=1))
+
+
+def test_a_cut_inside_a_string_falls_back_to_the_serial_read(
+        tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.json"
+    _trace_with_string_across_the_middle(path)
+    text = path.read_bytes()
+    opens = text.index(b'"note": "') + len(b'"note": "')
+    inside = (opens, opens + len(b"}, {") * 20000)  # the string's characters
+    plan = spans.plan(path)
+    assert any(start is not None and inside[0] < start < inside[1] for start, _ in plan)
+    want, _ = _serial_load(path, monkeypatch)
+    got = neurontrace.load(path)
+    assert forced == ["serial"]
+    assert got.equals(want)
+
+
+def test_a_cut_after_the_array_falls_back_to_the_serial_read(
+        tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long top-level field after traceEvents (objects, commas): the last cut lands
+    there, and the span before it meets the array's end instead of its stop."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1,
+               "ts": 1000.0 + i, "dur": 0.5} for i in range(10)]
+    after = [{"i": i, "pad": "x" * 40} for i in range(2000)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "deviceProperties": after}, indent=1))
+    end = path.read_bytes().index(b'"deviceProperties"')
+    assert any(start is not None and start > end for start, _ in spans.plan(path))
+    want, _ = _serial_load(path, monkeypatch)
+    got = neurontrace.load(path)
+    assert forced == ["serial"]
+    assert got.equals(want)
+    assert b"deviceProperties" in (got.schema.metadata or {})[b"neurontrace.trace"]
+
+
+def test_bad_input_in_a_later_span_is_the_serial_error(
+        tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) * 9 // 10])  # truncated inside the last span
+    with monkeypatch.context() as m:
+        m.setenv("NEURONTRACE_READ_WORKERS", "1")
+        with pytest.raises(BadInput) as serial:
+            neurontrace.load(path)
+    with pytest.raises(BadInput) as parallel:
+        neurontrace.load(path)
+    assert str(parallel.value) == str(serial.value)
+    assert forced == ["serial"]
+
+
+def test_array_stream_spans_cover_the_array_once(tmp_path: Path) -> None:
+    path = _plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)
+    size = path.stat().st_size
+    whole = ArrayStream(path, b"traceEvents", block=1 << 16)
+    everything = [e for c in whole.decoded(msgspec.json.decode) for e in c.value or []]
+    cut = cuts(path, [size // 3, 2 * size // 3])
+    assert len(cut) == 2
+    bounds = list(zip([None, *cut], [*cut, None], strict=True))
+    streams = [ArrayStream(path, b"traceEvents", block=1 << 16, start=a, stop=b)
+               for a, b in bounds]
+    parts = [[e for c in s.decoded(msgspec.json.decode) for e in c.value or []]
+             for s in streams]
+    assert all(parts) and sum(parts, []) == everything
+    tail = streams[-1].tail
+    assert streams[0].head and tail is not None
+    s = ArrayStream(path, b"traceEvents")
+    s.parse_outer(streams[0].head, *tail)
+    assert s.outer == whole.outer and s.outer
+
+
+def test_a_stop_inside_an_element_is_misaligned(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    _trace_with_string_across_the_middle(path)
+    text = path.read_bytes()
+    stop = text.index(b"}, {", text.index(b'"note"')) + 3  # a '{' inside the string
+    with pytest.raises(Misaligned):
+        list(ArrayStream(path, b"traceEvents", stop=stop).decoded(msgspec.json.decode))
+
+
+def test_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Path) -> None:
+    monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "1")
+    assert spans.workers() == 1
+    monkeypatch.setattr(spans, "MIN_SPAN", 1)
+    assert spans.plan(_plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)) == []
+    monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "4")
+    assert spans.workers() == 4
+    assert spans.plan(KINETO / "cpu-mlp-training.json.gz") == []  # gzip: serial
+
+
+def test_the_command_line_keeps_pandas_out(tmp_path: Path) -> None:
+    """pyarrow would import pandas (a quarter second) on its first conversion of a
+    Python value; the command line tells it once that pandas is absent."""
+    pytest.importorskip("pandas")
+    code = (
+        "import sys\n"
+        "from neurontrace.cli.main import main\n"
+        f"sys.argv = ['neurontrace', 'convert', {str(KINETO / 'nested-ops.json')!r}, "
+        f"{str(tmp_path / 'o.parquet')!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+        "print('pandas' in sys.modules)\n"
+        "import pandas\n"  # still importable afterwards
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
