@@ -8,7 +8,6 @@ import posixpath
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -23,7 +22,7 @@ from neurontrace import schema as S
 from neurontrace.assemble import Assembled, assemble
 from neurontrace.destination import Place, lock, matching
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.digest import content_digest
+from neurontrace.digest import Later, content_digest
 from neurontrace.errors import BadInput, UnknownFormat
 from neurontrace.executors import Executor, Serial, executor_of
 from neurontrace.readers import detect
@@ -55,7 +54,8 @@ def _assemble(src: Source, rank: int | None, progress: Progress | None,
     ev = src.read(diag, progress)
     if ev.rank is None:
         ev.rank = src.rank
-    built = assemble(ev, diag, rank=rank, workdir=workdir)
+    built = assemble(ev, diag, rank=rank, workdir=workdir,
+                     read=digest.start if isinstance(digest, Later) else None)
     source: dict[str, object] = {"path": str(src.path), "format": src.format,
                                  "bytes": _size(src.path)}
     if digest is not None:
@@ -223,9 +223,7 @@ def convert_one(job: Job, progress: Progress | None = None) -> Done:
                 return _keep(job, cand, meta)
         digest = partial(str, want["digest"])
     else:
-        hashing = ThreadPoolExecutor(1, thread_name_prefix="neurontrace-digest")
-        digest = hashing.submit(content_digest, src.path).result
-        hashing.shutdown(wait=False)
+        digest = Later(src.path)
     diag = Diagnostics()
     local = job.out.local
     if local is not None:

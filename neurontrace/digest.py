@@ -11,6 +11,7 @@ modification time alone are never trusted.
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 ALGORITHM = "blake2b"
@@ -37,3 +38,24 @@ def _feed(h: hashlib.blake2b, path: Path) -> None:
     with open(path, "rb", buffering=0) as f:
         while n := f.readinto(buf):
             h.update(view[:n])
+
+
+class Later:
+    """:func:`content_digest` of ``path`` in a thread, started by :meth:`start` (or by
+    the first call for the result). ``convert`` starts it once the input has been read:
+    while reading, every core is busy decoding; afterwards one mostly waits."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._future: Future[str] | None = None
+
+    def start(self) -> None:
+        if self._future is None:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="neurontrace-digest")
+            self._future = pool.submit(content_digest, self.path)
+            pool.shutdown(wait=False)
+
+    def __call__(self) -> str:
+        self.start()
+        assert self._future is not None
+        return self._future.result()

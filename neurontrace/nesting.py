@@ -38,48 +38,36 @@ def nest(spans: pl.DataFrame, diag: Diagnostics | None = None) -> pl.DataFrame:
             schema={"row": _I64, "parent": _I64, "depth": _I64, "self_ns": _I64}
         )
     tree = containers(spans).sort("row")
-    rows = tree.get_column("row")
+    rows = tree.get_column("row").to_numpy()
     parent_row = tree.get_column("parent")
-    # Work on positions (row order) so that following a parent is a gather.
-    pos_of = pl.DataFrame({"row": rows, "pos": pl.int_range(0, len(rows), eager=True,
-                                                            dtype=_I64)})
-    parent = (
-        tree.select("parent").join(pos_of.rename({"row": "parent"}), on="parent", how="left",
-                                   maintain_order="left")
-        .get_column("pos")
-    )
-    depth = _depths(parent)
+    # Work on positions (row order) so that following a parent is an index.
+    has_parent = parent_row.is_not_null().to_numpy()
+    parent = np.where(has_parent, np.searchsorted(rows, parent_row.fill_null(0).to_numpy()), -1)
     dur = (
         spans.select(pl.col("row").cast(_I64), pl.col("dur").cast(_I64))
-        .sort("row").get_column("dur")
+        .sort("row").get_column("dur").to_numpy()
     )
-    covered = (
-        pl.DataFrame({"p": parent, "d": dur})
-        .filter(pl.col("p").is_not_null())
-        .group_by("p").agg(pl.col("d").sum())
-    )
-    child_sum = (
-        pos_of.select(p="pos").join(covered, on="p", how="left", maintain_order="left")
-        .get_column("d").fill_null(0)
-    )
+    covered = np.zeros(len(rows), np.int64)
+    np.add.at(covered, parent[has_parent], dur[has_parent])  # exact int64 sums
     return pl.DataFrame({
-        "row": rows,
+        "row": tree.get_column("row"),
         "parent": parent_row,
-        "depth": depth,
-        "self_ns": (dur - child_sum).clip(0),
+        "depth": _depths(parent),
+        "self_ns": np.maximum(dur - covered, 0),
     })
 
 
-def _depths(parent: pl.Series) -> pl.Series:
-    """Number of ancestors of each position, by pointer doubling (log2(depth) steps)."""
-    hops = parent.is_not_null().cast(_I64)
-    jump = parent
-    while jump.null_count() < len(jump):
-        safe = jump.fill_null(0)
-        hops = hops + pl.select(
-            pl.when(jump.is_not_null()).then(hops.gather(safe)).otherwise(0)
-        ).to_series()
-        jump = pl.select(pl.when(jump.is_not_null()).then(jump.gather(safe))).to_series()
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each position (``parent`` -1: none), by pointer doubling:
+    log2(depth) rounds, each adding the hops of the position jumped to."""
+    hops = (parent >= 0).astype(np.int64)
+    jump = parent.copy()
+    live = np.nonzero(jump >= 0)[0]
+    while len(live):
+        to = jump[live]
+        hops[live] += hops[to]  # the right side is read before the update
+        jump[live] = jump[to]
+        live = live[jump[live] >= 0]
     return hops
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import tempfile
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 import pyarrow as pa
@@ -18,6 +20,7 @@ from neurontrace import schema as S
 from neurontrace.errors import BadInput, SchemaMismatch
 
 ROW_GROUP = 256 * 1024
+T = TypeVar("T")
 
 
 def metadata(**fields: Any) -> dict[bytes, bytes]:
@@ -50,7 +53,7 @@ def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
         ) as w:
             pending: list[pa.RecordBatch] = []
             rows = 0
-            for b in batches:  # gather small batches into row groups of ROW_GROUP rows
+            for b in ahead(batches):  # gather small batches into row groups of ROW_GROUP rows
                 pending.append(b)
                 rows += b.num_rows
                 if rows >= ROW_GROUP:
@@ -64,6 +67,49 @@ def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def ahead(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """``items``, produced in a thread up to ``depth`` ahead of the consumer.
+
+    Building the next batches (Python and Polars) overlaps writing the last ones (Arrow's
+    Parquet encoder, which runs without the GIL). An error in the producer is raised
+    here; a consumer that stops early stops the producer.
+    """
+    q: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(entry: tuple[bool, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((True, item)):
+                    return
+            put((False, None))
+        except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
+            put((False, e))
+
+    thread = threading.Thread(target=produce, name="neurontrace-batches", daemon=True)
+    thread.start()
+    try:
+        while True:
+            more, item = q.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()
 
 
 def write_table(table: pa.Table, dst: Path, meta: dict[bytes, bytes]) -> None:
