@@ -11,12 +11,15 @@ import importlib
 import traceback
 from typing import Any
 
-import click
+from neurontrace.quickstart import arrow_without_pandas, return_freed_memory
 
-from neurontrace import __version__
-from neurontrace.cli.options import verbose_option
-from neurontrace.errors import NeurontraceError
-from neurontrace.quickstart import arrow_without_pandas
+return_freed_memory()  # before anything imports Polars
+
+import click  # noqa: E402
+
+from neurontrace import __version__  # noqa: E402
+from neurontrace.cli.options import verbose_option  # noqa: E402
+from neurontrace.errors import NeurontraceError  # noqa: E402
 
 #: command name -> module under neurontrace.cli defining a click command of that name.
 COMMANDS: dict[str, str] = {

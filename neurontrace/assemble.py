@@ -19,7 +19,7 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.nesting import nest
 from neurontrace.readers.base import Events
-from neurontrace.spill import Spill, complete, temporary
+from neurontrace.spill import NARROW, Spill, complete, temporary
 
 _I64 = pl.Int64
 #: Columns a reader may give for some rows, which the derivations complete.
@@ -59,7 +59,8 @@ class Assembled:
 
     def _spilled(self) -> Iterator[pa.RecordBatch]:
         for path in self.spills:
-            with pa.memory_map(str(path)) as f:  # batches point into the mapped file
+            # Read, not memory-mapped: the pages of a mapped file stay resident.
+            with pa.OSFile(str(path), "rb") as f:
                 yield from pa.ipc.open_stream(f)
 
     def table(self) -> pa.Table:
@@ -124,7 +125,10 @@ def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -
         .then(launcher_step).otherwise(pl.col(S.STEP)).alias(S.STEP)
     )
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
-    return df.with_columns(pl.lit(r, _I64).alias(S.RANK))
+    # Keep what the output takes from here; the reader's own columns come from the spill.
+    derived = [c.name for c in S.COLUMNS
+               if c.name in df.columns and (c.name not in NARROW or c.name in _COMPLETED)]
+    return df.select(*derived, pl.lit(r, _I64).alias(S.RANK))
 
 
 def _aligned(rows: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
@@ -153,7 +157,8 @@ def _lanes(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
             lanes.select(*keys[:4], S.LAYER).iter_rows(), given, strict=True)
     ], pl.String)
     lane = rows.get_column("lane")
-    return pl.DataFrame([rows.get_column(S.ROW), lane, names.gather(lane)])
+    return pl.DataFrame([rows.get_column(S.ROW), lane,
+                         names.cast(pl.Categorical).gather(lane)])  # a code per row
 
 
 def _track_name(pid: Any, tid: Any, pid_label: Any, tid_label: Any, layer: str, ev: Events) -> str:

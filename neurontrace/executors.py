@@ -216,8 +216,9 @@ class Ray:
 
 
 if __name__ == "__main__":
-    from neurontrace.quickstart import arrow_without_pandas
+    from neurontrace.quickstart import arrow_without_pandas, return_freed_memory
 
+    return_freed_memory()
     arrow_without_pandas()
     _stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers

@@ -51,29 +51,33 @@ def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
             use_dictionary=[S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.TRACK, S.LINK],
             column_encoding={S.ROW: "DELTA_BINARY_PACKED", S.START_NS: "DELTA_BINARY_PACKED"},
         ) as w:
-            pending: list[pa.RecordBatch] = []
-            rows = 0
-            for b in ahead(batches):  # gather small batches into row groups of ROW_GROUP rows
-                pending.append(b)
-                rows += b.num_rows
-                if rows >= ROW_GROUP:
-                    w.write_table(pa.Table.from_batches(pending, schema=schema),
-                                  row_group_size=ROW_GROUP)
-                    pending, rows = [], 0
-            if pending:
-                w.write_table(pa.Table.from_batches(pending, schema=schema),
-                              row_group_size=ROW_GROUP)
+            for group in ahead(_row_groups(batches, schema), depth=1):
+                w.write_table(group, row_group_size=ROW_GROUP)
         os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
+    """Small batches gathered into tables of ``ROW_GROUP`` rows (the last may be short)."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for b in batches:
+        pending.append(b)
+        rows += b.num_rows
+        if rows >= ROW_GROUP:
+            yield pa.Table.from_batches(pending, schema=schema)
+            pending, rows = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending, schema=schema)
+
+
 def ahead(items: Iterable[T], depth: int = 2) -> Iterator[T]:
     """``items``, produced in a thread up to ``depth`` ahead of the consumer.
 
-    Building the next batches (Python and Polars) overlaps writing the last ones (Arrow's
-    Parquet encoder, which runs without the GIL). An error in the producer is raised
+    Building the next row group (Python and Polars) overlaps encoding the last one
+    (Arrow's Parquet encoder, which runs without the GIL). An error in the producer is raised
     here; a consumer that stops early stops the producer.
     """
     q: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import chain, pairwise
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -97,8 +98,8 @@ class Metadata:
 _NOT_ROWS = frozenset({"M", *FLOW_PHASES})
 _ROW_PHASES = frozenset(KIND_OF_PHASE)
 # Field getters (map over a list of structs runs in C, a comprehension does not).
-_PH, _NAME, _CAT, _PID, _TID, _TS, _DUR, _ARGS = (
-    attrgetter(f) for f in ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args"))
+_PH, _NAME, _CAT, _PID, _TID, _TS, _DUR, _ARGS, _ID = (
+    attrgetter(f) for f in ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args", "id"))
 
 
 def chunk_columns(
@@ -111,11 +112,14 @@ def chunk_columns(
     where = _Where(events, at)
     if set(phases) <= _ROW_PHASES:  # most chunks: rows only, of known phases
         return _row_batch(events, phases, where, path, diag), None
-    rows = [e for e, ph in zip(events, phases, strict=True) if ph not in _NOT_ROWS]
-    flows = [e for e, ph in zip(events, phases, strict=True) if ph in FLOW_PHASES]
-    for e, ph in zip(events, phases, strict=True):
-        if ph == "M":
-            meta.add(e)
+    # The rest are rows again: take them as the runs between the others.
+    others = [i for i, ph in enumerate(phases) if ph in _NOT_ROWS]
+    bounds = [-1, *others, len(events)]
+    rows = list(chain.from_iterable(events[a + 1:b] for a, b in pairwise(bounds)))
+    flows = [events[i] for i in others if phases[i] in FLOW_PHASES]
+    for i in others:
+        if phases[i] == "M":
+            meta.add(events[i])
     phases = list(map(_PH, rows))
     unknown = [i for i, ph in enumerate(phases) if ph not in KIND_OF_PHASE]
     if unknown:
@@ -375,17 +379,20 @@ def _as_int64(value: pl.Expr, name: str) -> pl.Expr:
 def _flow_batch(flows: list[Event], path: Path, diag: Diagnostics) -> pa.RecordBatch | None:
     if not flows:
         return None
-    ids = []
-    for e in flows:
-        cat = e.cat if isinstance(e.cat, str) else ""
-        ids.append(f"{cat}:{e.id}")
-    pid, _ = _ids([e.pid for e in flows], "pid", path, diag)
-    tid, _ = _ids([e.tid for e in flows], "tid", path, diag)
-    ts, _ = microseconds_to_ns([e.ts for e in flows])
+    try:  # "<cat>:<id>", vectorised when cat is text and ids are all numbers or all text
+        cats = pl.Series(list(map(_CAT, flows)), dtype=pl.String).fill_null("")
+        ids = cats + ":" + pl.Series(list(map(_ID, flows))).cast(pl.String).fill_null("None")
+        flow_id = ids.to_arrow().cast(pa.string())
+    except (TypeError, pl.exceptions.PolarsError):
+        flow_id = pa.array([f"{e.cat if isinstance(e.cat, str) else ''}:{e.id}"
+                            for e in flows], pa.string())
+    pid, _ = _ids(list(map(_PID, flows)), "pid", path, diag)
+    tid, _ = _ids(list(map(_TID, flows)), "tid", path, diag)
+    ts, _ = microseconds_to_ns(list(map(_TS, flows)))
     return pa.RecordBatch.from_pydict(
         {
-            "flow_id": pa.array(ids, pa.string()),
-            "phase": pa.array([e.ph for e in flows], pa.string()),
+            "flow_id": flow_id,
+            "phase": pa.array(list(map(_PH, flows)), pa.string()),
             "pid": pid,
             "tid": tid,
             "ts_ns": ts,

@@ -38,7 +38,7 @@ from neurontrace.spill import Spill, temporary
 #: Files smaller than two of these are read in one go.
 MIN_SPAN = 48 << 20
 #: About what this process reads while a worker process starts (0.3-0.4 s).
-LEAD = 72 << 20
+LEAD = 64 << 20
 
 #: Each span worker keeps to one core: Polars and Arrow would start a thread per CPU in
 #: every process, which then contend for the same cores.
