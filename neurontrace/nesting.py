@@ -37,21 +37,13 @@ def nest(spans: pl.DataFrame, diag: Diagnostics | None = None) -> pl.DataFrame:
         return pl.DataFrame(
             schema={"row": _I64, "parent": _I64, "depth": _I64, "self_ns": _I64}
         )
-    tree = containers(spans).sort("row")
-    rows = tree.get_column("row").to_numpy()
-    parent_row = tree.get_column("parent")
-    # Work on positions (row order) so that following a parent is an index.
-    has_parent = parent_row.is_not_null().to_numpy()
-    parent = np.where(has_parent, np.searchsorted(rows, parent_row.fill_null(0).to_numpy()), -1)
-    dur = (
-        spans.select(pl.col("row").cast(_I64), pl.col("dur").cast(_I64))
-        .sort("row").get_column("dur").to_numpy()
-    )
+    rows, dur, parent = _ordered_parents(spans)
+    has_parent = parent >= 0
     covered = np.zeros(len(rows), np.int64)
     np.add.at(covered, parent[has_parent], dur[has_parent])  # exact int64 sums
     return pl.DataFrame({
-        "row": tree.get_column("row"),
-        "parent": parent_row,
+        "row": rows,
+        "parent": _parent_rows(rows, parent),
         "depth": _depths(parent),
         "self_ns": np.maximum(dur - covered, 0),
     })
@@ -94,13 +86,21 @@ def containers(spans: pl.DataFrame) -> pl.DataFrame:
     """
     if spans.height == 0:
         return pl.DataFrame(schema={"row": _I64, "parent": _I64})
+    rows, _, parent = _ordered_parents(spans)
+    return pl.DataFrame({"row": rows, "parent": _parent_rows(rows, parent)})
+
+
+def _ordered_parents(spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Spans in containment order: their rows, durations, and each one's parent as a
+    position in that order (-1: none). See :func:`containers` for the method."""
     s = spans.select(
         pl.col("row").cast(_I64), "lane", pl.col("start").cast(_I64), pl.col("dur").cast(_I64)
     ).sort(["lane", "start", "dur", "row"], descending=[False, False, True, False])
     lane = s.select((pl.col("lane") != pl.col("lane").shift()).fill_null(True).cum_sum())
     lane_id = lane.to_series().to_numpy()
     start = s.get_column("start").to_numpy()
-    end = start + s.get_column("dur").to_numpy()
+    dur = s.get_column("dur").to_numpy()
+    end = start + dur
     need = np.maximum(end, start + 1)
     n = len(start)
     cand = np.arange(-1, n - 1, dtype=np.int64)
@@ -113,9 +113,10 @@ def containers(spans: pl.DataFrame) -> pl.DataFrame:
         nxt = cand[c[short]]  # jump to the candidate's candidate (same lane or -1)
         cand[todo] = nxt
         todo = todo[nxt >= 0]
-    rows = s.get_column("row")
-    parent = np.where(cand >= 0, rows.to_numpy()[np.maximum(cand, 0)], 0)
-    return pl.DataFrame({
-        "row": rows,
-        "parent": pl.Series(parent, dtype=_I64).scatter(np.nonzero(cand < 0)[0], None),
-    })
+    return s.get_column("row").to_numpy(), dur, cand
+
+
+def _parent_rows(rows: np.ndarray, parent: np.ndarray) -> pl.Series:
+    """The ``row`` of each parent position (null for none)."""
+    return pl.Series(rows[np.maximum(parent, 0)], dtype=_I64).scatter(
+        np.nonzero(parent < 0)[0], None)
