@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,10 +30,12 @@ _COMPLETED = (S.TRACK, S.FLOW_IDS)
 class Assembled:
     """A trace's rows, ready to stream out in schema order (see :meth:`batches`)."""
 
-    def __init__(self, narrow: pl.DataFrame, spills: list[Path], ev: Events) -> None:
-        self.narrow = narrow
+    def __init__(self, narrow: pl.DataFrame, spills: list[Path], ev: Events, rank: int
+                 ) -> None:
+        self.narrow = narrow  # derived columns only (row and rank are made when writing)
         self.spills = spills
         self.events = ev
+        self.rank = rank
         self.num_rows = narrow.height
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -45,11 +48,17 @@ class Assembled:
             offset += n
             names = raw.schema.names
             cols = []
+            made = {
+                S.ROW: pa.array(np.arange(offset - n, offset, dtype=np.int64)),
+                S.RANK: pa.array(np.full(n, self.rank, dtype=np.int64)),
+            }
             for c in S.COLUMNS:
                 if c.name in names and c.name not in _COMPLETED:
                     arr = raw.column(c.name)
                     if c.name == S.START_NS and base:
                         arr = pc.add(arr, pa.scalar(base, pa.int64()))
+                elif c.name in made:
+                    arr = made[c.name]
                 elif c.name in part.columns:
                     arr = part.get_column(c.name).to_arrow()
                 else:
@@ -96,15 +105,16 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
     if read is not None:
         read()
     try:
-        df = _derive(complete(narrow), ev, diag, rank)
+        df = _derive(complete(narrow), ev, diag)
     except BaseException:
         for path in spills:
             path.unlink(missing_ok=True)
         raise
-    return Assembled(df, spills, ev)
+    r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
+    return Assembled(df, spills, ev, r)
 
 
-def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -> pl.DataFrame:
+def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
     df = df.with_row_index(S.ROW).with_columns(pl.col(S.ROW).cast(_I64))
     rows = df.select(S.ROW)
     lanes = _aligned(rows, _lanes(df, ev))
@@ -124,16 +134,27 @@ def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics, rank: int | None) -
         pl.when((pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null())
         .then(launcher_step).otherwise(pl.col(S.STEP)).alias(S.STEP)
     )
-    r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
-    # Keep what the output takes from here; the reader's own columns come from the spill.
-    derived = [c.name for c in S.COLUMNS
-               if c.name in df.columns and (c.name not in NARROW or c.name in _COMPLETED)]
-    return df.select(*derived, pl.lit(r, _I64).alias(S.RANK))
+    # Keep what the output takes from here (the reader's own columns come from the
+    # spill; row and rank are made when writing), small integers as 32 bits.
+    derived = [c.name for c in S.COLUMNS if c.name in df.columns and c.name != S.ROW
+               and (c.name not in NARROW or c.name in _COMPLETED)]
+    return df.select(derived).with_columns(pl.col(S.DEPTH, S.STEP).cast(pl.Int32))
 
 
 def _aligned(rows: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
-    """``part``'s columns (keyed by row) in row order, nulls where it has no row."""
-    return rows.join(part, on=S.ROW, how="left", maintain_order="left").drop(S.ROW)
+    """``part``'s columns (keyed by row) in row order, nulls where it has no row.
+
+    ``row`` is a position here, so this is a gather by an inverted index: no hash table,
+    which for a part of every row would cost more memory than the columns themselves.
+    """
+    values = part.drop(S.ROW)
+    rows_of_part = part.get_column(S.ROW).to_numpy()
+    if part.height == rows.height and bool(np.all(rows_of_part == np.arange(part.height))):
+        return values  # already in row order
+    where = np.full(rows.height, -1, np.int64)
+    where[rows_of_part] = np.arange(part.height)
+    index = pl.Series("i", where).scatter(np.nonzero(where < 0)[0], None)
+    return values.select(pl.all().gather(index))
 
 
 def _lanes(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
@@ -219,25 +240,33 @@ def _flows(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
         return df.select(S.ROW, pl.lit(None, pl.List(pl.String)).alias(S.FLOW_IDS))
     fl = pl.from_arrow(ev.flows)
     assert isinstance(fl, pl.DataFrame)
-    spans = df.filter(pl.col(S.KIND) == S.SPAN).select(
-        S.ROW, S.PID, S.TID, S.START_NS, end=pl.col(S.START_NS) + pl.col(S.DUR_NS)
+    spans = df.lazy().filter(pl.col(S.KIND) == S.SPAN).select(
+        S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS
     )
     # Exact start match first (Kineto places a flow at its slice's start), else the
-    # innermost span on that thread open at the flow's time.
-    exact = fl.join(
-        spans.select(S.ROW, S.PID, S.TID, ts_ns=S.START_NS),
-        on=[S.PID, S.TID, "ts_ns"],
-        how="left",
-    ).group_by(["flow_id", "phase", S.PID, S.TID, "ts_ns"], maintain_order=True).agg(
-        pl.col(S.ROW).max()
-    )
+    # innermost span on that thread open at the flow's time. Only the spans that can
+    # match are taken out of the frame (semi joins: memory follows the flows, not rows).
+    at = fl.select(S.PID, S.TID, pl.col("ts_ns").alias(S.START_NS)).unique()
+    starting = spans.join(at.lazy(), on=[S.PID, S.TID, S.START_NS], how="semi").select(
+        S.ROW, S.PID, S.TID, ts_ns=S.START_NS
+    ).collect()
+    exact = fl.join(starting, on=[S.PID, S.TID, "ts_ns"], how="left").group_by(
+        ["flow_id", "phase", S.PID, S.TID, "ts_ns"], maintain_order=True
+    ).agg(pl.col(S.ROW).max())
     unbound = exact.filter(pl.col(S.ROW).is_null()).drop(S.ROW)
     bound = exact.filter(pl.col(S.ROW).is_not_null())
     if unbound.height:
+        threads = unbound.select(S.PID, S.TID).unique().lazy()
+        on_threads = (
+            spans.join(threads, on=[S.PID, S.TID], how="semi")
+            .select(S.ROW, S.PID, S.TID, S.START_NS, end=pl.col(S.START_NS) + pl.col(S.DUR_NS))
+            .sort(S.START_NS)
+            .collect()
+        )
         cand = (
             unbound.sort("ts_ns")
             .join_asof(
-                spans.sort(S.START_NS),
+                on_threads,
                 left_on="ts_ns",
                 right_on=S.START_NS,
                 by=[S.PID, S.TID],

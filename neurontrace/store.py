@@ -51,7 +51,7 @@ def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
             use_dictionary=[S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.TRACK, S.LINK],
             column_encoding={S.ROW: "DELTA_BINARY_PACKED", S.START_NS: "DELTA_BINARY_PACKED"},
         ) as w:
-            for group in ahead(_row_groups(batches, schema), depth=1):
+            for group in _row_groups(ahead(batches), schema):
                 w.write_table(group, row_group_size=ROW_GROUP)
         os.replace(tmp, dst)
     except BaseException:
@@ -76,9 +76,11 @@ def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterato
 def ahead(items: Iterable[T], depth: int = 2) -> Iterator[T]:
     """``items``, produced in a thread up to ``depth`` ahead of the consumer.
 
-    Building the next row group (Python and Polars) overlaps encoding the last one
-    (Arrow's Parquet encoder, which runs without the GIL). An error in the producer is raised
-    here; a consumer that stops early stops the producer.
+    Building the next batches (Python and Polars) overlaps encoding the last row group
+    (Arrow's Parquet encoder, which runs without the GIL); only ``depth`` batches are
+    built ahead, not a row group, which would hold another row group's worth of memory.
+    An error in the producer is raised here; a consumer that stops early stops the
+    producer.
     """
     q: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
