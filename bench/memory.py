@@ -4,8 +4,9 @@
 
 Makes the trace first when it is missing (bench/make_big_trace.py: a real torch trace's
 events repeated, no torch needed; with ``--gzip``). Each conversion runs in a fresh
-process (``python -m neurontrace.cli.main convert``); its peak RSS is ``ru_maxrss`` from
-``os.wait4``: the resident set of that process alone, interpreter and imports included.
+process (``python -m neurontrace.cli.main convert``); its peak RSS is that of the process
+and its worker processes together (see ``measure`` in bench/convert.py), interpreter and
+imports included.
 """
 
 from __future__ import annotations
