@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -179,17 +180,24 @@ def test_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch,
 
 def test_the_command_line_keeps_pandas_out(tmp_path: Path) -> None:
     """pyarrow would import pandas (a quarter second) on its first conversion of a
-    Python value; the command line tells it once that pandas is absent."""
-    pytest.importorskip("pandas")
+    Python value; the command line tells it once that pandas is absent. A stand-in
+    pandas on the path records whether anything imported it."""
+    fake = tmp_path / "site" / "pandas"
+    fake.mkdir(parents=True)
+    marker = tmp_path / "pandas-imported"
+    (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     code = (
         "import sys\n"
         "from neurontrace.cli.main import main\n"
         f"sys.argv = ['neurontrace', 'convert', {str(KINETO / 'nested-ops.json')!r}, "
         f"{str(tmp_path / 'o.parquet')!r}]\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
-        "print('pandas' in sys.modules)\n"
-        "import pandas\n"  # still importable afterwards
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip().splitlines()[-1] == "False"
+    env = {**os.environ, "PYTHONPATH": str(fake.parent)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True)
+    assert (tmp_path / "o.parquet").exists()
+    assert not marker.exists()
+    # still importable afterwards, by anything else
+    subprocess.run([sys.executable, "-c", code + "import pandas\n"], check=True, env=env,
+                   capture_output=True)
+    assert marker.exists()

@@ -140,15 +140,21 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             errors.append(e)
 
+    def discard() -> None:
+        for job in jobs:
+            job.spill.unlink(missing_ok=True)
+
     thread = threading.Thread(target=others, name="neurontrace-spans", daemon=True)
     thread.start()
     try:
         keep(read_span(jobs[0], _scaled(progress, jobs[0].stop)))
-    finally:
+    except BaseException:
         thread.join()
+        discard()
+        raise
+    thread.join()
     if errors or any(r is None or r.narrow is None for r in results):
-        for job in jobs:
-            job.spill.unlink(missing_ok=True)
+        discard()
         if errors and not isinstance(errors[0], BadInput):
             raise errors[0]
         return _serial(ev, workdir)
@@ -184,6 +190,4 @@ def _scaled(progress: Progress | None, stop: int | None) -> Progress | None:
     """Progress of the whole file, estimated from this process's span (the first)."""
     if progress is None or not stop:
         return progress
-    first_stop = stop
-    return lambda done, total: progress(
-        min(done * (total or 0) // first_stop, total or 0), total)
+    return lambda done, total: progress(min(done * (total or 0) // stop, total or 0), total)
