@@ -59,7 +59,7 @@ T = TypeVar("T")
 @dataclass
 class Decoded(Generic[T]):
     value: T | None
-    data: bytes  # the elements' text, comma-separated, as decoded (after any repair)
+    data: bytes | memoryview  # the elements' text, comma-separated, as decoded (after repair)
     offset: int  # byte offset of ``data`` in the (decompressed) document
     repairs: Repairs | None
 
@@ -185,7 +185,7 @@ class ArrayStream:
                         )
                     end, closing = cut
                     try:
-                        result = self._decode(decode, buf[:end], offset)
+                        result = self._decode(decode, memoryview(buf)[:end], offset)
                         break
                     except Incomplete:  # cut fell inside a string or nested value
                         cut = _next_cut(buf, end, backwards=False)
@@ -233,7 +233,8 @@ class ArrayStream:
             parts.append(more)
         return b"".join(parts)
 
-    def _decode(self, decode: Callable[[bytes], T], data: bytes, offset: int) -> Decoded[T]:
+    def _decode(self, decode: Callable[[bytes], T], data: bytes | memoryview, offset: int
+                ) -> Decoded[T]:
         return decode_chunk(self.path, decode, data, offset)
 
     def _parse_outer(self, head: bytes, tail: bytes, tail_offset: int) -> None:
@@ -265,22 +266,28 @@ class ArrayStream:
         self.outer = outer
 
 
-def decode_chunk(path: Path, decode: Callable[[bytes], T], data: bytes, offset: int
-                 ) -> Decoded[T]:
-    """Decode ``data`` (elements separated by commas) as ``[data]``, repairing quirks.
+def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryview,
+                 offset: int) -> Decoded[T]:
+    """Decode ``text`` (elements separated by commas) as ``[text]``, repairing quirks.
 
-    Raises :class:`Incomplete` when ``data`` does not end at an element boundary (a cut
+    Raises :class:`Incomplete` when ``text`` does not end at an element boundary (a cut
     inside a string or nested value), :class:`ClosedAt` when the array ends inside it,
-    and :class:`BadInput` when the text is not JSON even after repair.
+    and :class:`BadInput` when the text is not JSON even after repair. ``text`` may be a
+    view of a larger buffer: it is copied once, into the bracketed text decoded.
     """
-    data = data.rstrip(_WS)
-    if data.endswith(b","):
-        data = data[:-1]
+    view = memoryview(text)
+    end = len(view)
+    while end and view[end - 1] in _WS:
+        end -= 1
+    if end and view[end - 1] == 0x2C:  # ','
+        end -= 1
+    view = view[:end]
     try:
-        return Decoded(decode(b"".join((b"[", data, b"]"))), data, offset, None)
+        return Decoded(decode(b"".join((b"[", view, b"]"))), view, offset, None)
     except msgspec.ValidationError:
-        return Decoded(None, data, offset, None)
+        return Decoded(None, bytes(view), offset, None)
     except msgspec.DecodeError as e:
+        data = bytes(view)
         _classify(e, data)
     fixed, rep = repair(data)
     try:
