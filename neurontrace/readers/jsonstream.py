@@ -19,9 +19,12 @@ each repair; callers record those as warnings.
 from __future__ import annotations
 
 import gzip
+import queue
 import re
+import threading
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
@@ -43,6 +46,71 @@ def open_binary(path: Path) -> BinaryIO:
     if magic == b"\x1f\x8b":
         return gzip.open(path, "rb")  # type: ignore[return-value]  # owns (closes) the file
     return open(path, "rb")  # noqa: SIM115 - returned to the caller
+
+
+class _ReadAhead:
+    """A gzip stream decompressed in a thread, a couple of blocks ahead of its reader.
+
+    zlib inflates without holding the GIL, so decompressing (about a tenth of the time
+    of reading a gzipped trace) overlaps decoding. Reads come back as the underlying
+    ``read(block)`` calls returned them, and an error is raised at the read where the
+    underlying stream raised it, after every block before it.
+    """
+
+    def __init__(self, f: BinaryIO, block: int, depth: int = 2) -> None:
+        self.fileobj = getattr(f, "fileobj", None)  # for progress, as GzipFile has
+        self._f = f
+        self._block = block
+        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(target=self._fill, name="neurontrace-gunzip",
+                                        daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        while not self._stop.is_set():
+            try:
+                item: bytes | BaseException = self._f.read(self._block)
+            except BaseException as e:  # noqa: BLE001 - handed to the reader
+                item = e
+            while not self._stop.is_set():
+                try:
+                    self._queue.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if not isinstance(item, bytes) or not item:
+                return
+
+    def read(self, n: int) -> bytes:
+        assert n == self._block, "reads are whole blocks"
+        if self._done:
+            return b""
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        if not item:
+            self._done = True
+        return item
+
+    def __enter__(self) -> _ReadAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@contextmanager
+def _ahead(f: BinaryIO, block: int) -> Iterator[BinaryIO]:
+    """``f`` itself, or for a gzip stream a :class:`_ReadAhead` of it."""
+    if not isinstance(f, gzip.GzipFile):
+        yield f
+        return
+    with _ReadAhead(f, block) as ahead:
+        yield ahead  # type: ignore[misc]  # reads like the stream it wraps
 
 
 def read_head(path: Path, n: int = 4096) -> bytes:
@@ -142,7 +210,7 @@ class ArrayStream:
         type), the chunk comes back with ``value`` None and its (valid JSON) text, for
         the caller's lenient path.
         """
-        with open_binary(self.path) as f:
+        with open_binary(self.path) as raw, _ahead(raw, self.block) as f:
             self._file = f
             if self.start is None:
                 head, buf, offset = self._find_start(f)
