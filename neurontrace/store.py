@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import tempfile
-import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -17,10 +15,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from neurontrace import schema as S
+from neurontrace.ahead import ahead
 from neurontrace.errors import BadInput, SchemaMismatch
 
 ROW_GROUP = 256 * 1024
-T = TypeVar("T")
 
 
 def metadata(**fields: Any) -> dict[bytes, bytes]:
@@ -71,51 +69,6 @@ def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterato
             pending, rows = [], 0
     if pending:
         yield pa.Table.from_batches(pending, schema=schema)
-
-
-def ahead(items: Iterable[T], depth: int = 2) -> Iterator[T]:
-    """``items``, produced in a thread up to ``depth`` ahead of the consumer.
-
-    Building the next batches (Python and Polars) overlaps encoding the last row group
-    (Arrow's Parquet encoder, which runs without the GIL); only ``depth`` batches are
-    built ahead, not a row group, which would hold another row group's worth of memory.
-    An error in the producer is raised here; a consumer that stops early stops the
-    producer.
-    """
-    q: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(entry: tuple[bool, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put((True, item)):
-                    return
-            put((False, None))
-        except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
-            put((False, e))
-
-    thread = threading.Thread(target=produce, name="neurontrace-batches", daemon=True)
-    thread.start()
-    try:
-        while True:
-            more, item = q.get()
-            if not more:
-                if item is not None:
-                    raise item
-                return
-            yield item
-    finally:
-        stop.set()
-        thread.join()
 
 
 def write_table(table: pa.Table, dst: Path, meta: dict[bytes, bytes]) -> None:

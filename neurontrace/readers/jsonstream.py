@@ -19,18 +19,18 @@ each repair; callers record those as warnings.
 from __future__ import annotations
 
 import gzip
-import queue
 import re
-import threading
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
 
 import msgspec
 
+from neurontrace.ahead import ahead
 from neurontrace.errors import BadInput
 
 BLOCK = 8 << 20  # bytes read per step
@@ -57,50 +57,20 @@ class _ReadAhead:
     underlying stream raised it, after every block before it.
     """
 
-    def __init__(self, f: BinaryIO, block: int, depth: int = 2) -> None:
+    def __init__(self, f: BinaryIO, block: int) -> None:
         self.fileobj = getattr(f, "fileobj", None)  # for progress, as GzipFile has
-        self._f = f
         self._block = block
-        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._done = False
-        self._thread = threading.Thread(target=self._fill, name="neurontrace-gunzip",
-                                        daemon=True)
-        self._thread.start()
-
-    def _fill(self) -> None:
-        while not self._stop.is_set():
-            try:
-                item: bytes | BaseException = self._f.read(self._block)
-            except BaseException as e:  # noqa: BLE001 - handed to the reader
-                item = e
-            while not self._stop.is_set():
-                try:
-                    self._queue.put(item, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-            if not isinstance(item, bytes) or not item:
-                return
+        self._blocks = ahead(iter(partial(f.read, block), b""))
 
     def read(self, n: int) -> bytes:
         assert n == self._block, "reads are whole blocks"
-        if self._done:
-            return b""
-        item = self._queue.get()
-        if isinstance(item, BaseException):
-            self._done = True
-            raise item
-        if not item:
-            self._done = True
-        return item
+        return next(self._blocks, b"")
 
     def __enter__(self) -> _ReadAhead:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._blocks.close()
 
 
 @contextmanager
