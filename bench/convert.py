@@ -1,6 +1,6 @@
 """Conversion speed and memory against the baselines, in one run.
 
-    python bench/convert.py [TRACE.json] [--runs 3]
+    python bench/convert.py [TRACE.json] [--runs 3] [--grouped]
 
 Without a trace it makes one (~300 MB, see bench/make_trace.py; needs torch). Each
 method runs in a fresh process, one after another, ``--runs`` times; the table shows the
@@ -101,6 +101,9 @@ def main() -> None:
     )
     ap.add_argument("trace", nargs="?", type=Path, default=DEFAULT)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--grouped", action="store_true",
+                    help="all runs of one method back to back, then the next method's "
+                         "(default: interleaved, so that drift hits all alike)")
     a = ap.parse_args()
     if not a.trace.exists():
         print(f"making {a.trace} (about a minute)...", file=sys.stderr)
@@ -118,12 +121,15 @@ def main() -> None:
     if has_hta():
         methods["HolisticTraceAnalysis load"] = [sys.executable, "-c", HTA, str(a.trace)]
     results: dict[str, list[tuple[float, float]]] = {m: [] for m in methods}
-    for _ in range(a.runs):
-        for m, cmd in methods.items():  # interleaved, so drift hits all alike
-            results[m].append(measure(cmd))
+    order = ([m for m in methods for _ in range(a.runs)] if a.grouped
+             else [m for _ in range(a.runs) for m in methods])
+    for m in order:
+        results[m].append(measure(methods[m]))
     med = {m: (statistics.median(w for w, _ in r), statistics.median(k for _, k in r))
            for m, r in results.items()}
-    print(f"trace: {a.trace} ({size / 1e6:.0f} MB), median of {a.runs} runs, fresh process each")
+    how = "grouped by method" if a.grouped else "interleaved"
+    print(f"trace: {a.trace} ({size / 1e6:.0f} MB), median of {a.runs} runs ({how}), "
+          "fresh process each")
     print(f"{'method':<30}{'wall s':>9}{'peak RSS MiB':>15}")
     for m, (w, k) in med.items():
         print(f"{m:<30}{w:>9.2f}{k:>15.0f}")
