@@ -37,6 +37,8 @@ from neurontrace.spill import Spill, temporary
 
 #: Files smaller than two of these are read in one go.
 MIN_SPAN = 48 << 20
+#: Processes per file unless ``$NEURONTRACE_READ_WORKERS`` says otherwise.
+DEFAULT_MAX = 4
 #: About what this process reads while a worker process starts (0.3-0.4 s).
 LEAD = 64 << 20
 
@@ -49,14 +51,16 @@ Span = tuple[int | None, int | None]  # (start, stop); None: the array's start /
 
 def workers() -> int:
     """Processes one file may be decoded by: ``$NEURONTRACE_READ_WORKERS``, else the
-    CPUs this process may run on."""
+    CPUs this process may run on, at most :data:`DEFAULT_MAX` (each process holds about
+    200 MiB besides its share of the rows)."""
     given = os.environ.get(READ_WORKERS, "").strip()
     if given.isdigit() and int(given) > 0:
         return int(given)
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    return min(cpus, DEFAULT_MAX)
 
 
 def plan(path: Path) -> list[Span]:
