@@ -20,7 +20,7 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.nesting import nest
 from neurontrace.readers.base import Events
-from neurontrace.spill import NARROW, Spill, complete, temporary
+from neurontrace.spill import NARROW, complete, spill_all, temporary
 
 _I64 = pl.Int64
 #: Columns a reader may give for some rows, which the derivations complete.
@@ -94,14 +94,7 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
         spills, narrow = ev.spill(workdir)
     else:
         spills = [temporary(workdir)]
-        spill = Spill(spills[0])
-        try:
-            for batch in ev.batches:
-                spill.add(batch)
-            narrow = spill.finish()
-        except BaseException:
-            spill.discard()
-            raise
+        narrow = spill_all(ev.batches, spills[0])
     if read is not None:
         read()
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
@@ -89,6 +90,18 @@ class Spill:
         finally:
             self._sink.close()
             self.path.unlink(missing_ok=True)
+
+
+def spill_all(batches: Iterable[pa.RecordBatch], path: Path) -> pl.DataFrame:
+    """Spill every batch to ``path``; their narrow columns. On failure nothing is left."""
+    spill = Spill(path)
+    try:
+        for batch in batches:
+            spill.add(batch)
+        return spill.finish()
+    except BaseException:
+        spill.discard()
+        raise
 
 
 def complete(narrow: pl.DataFrame) -> pl.DataFrame:

@@ -21,7 +21,7 @@ import pytest
 import neurontrace
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
-from neurontrace.readers.jsonstream import ArrayStream, Misaligned, cuts
+from neurontrace.readers.jsonstream import ArrayStream, Misaligned, cuts, outer_fields
 from neurontrace.readers.kineto import spans
 
 from support import FIXTURES, KINETO
@@ -153,9 +153,8 @@ def test_array_stream_spans_cover_the_array_once(tmp_path: Path) -> None:
     assert all(parts) and sum(parts, []) == everything
     tail = streams[-1].tail
     assert streams[0].head and tail is not None
-    s = ArrayStream(path, b"traceEvents")
-    s.parse_outer(streams[0].head, *tail)
-    assert s.outer == whole.outer and s.outer
+    outer = outer_fields(path, b"traceEvents", streams[0].head, *tail)
+    assert outer == whole.outer and outer
 
 
 def test_a_stop_inside_an_element_is_misaligned(tmp_path: Path) -> None:

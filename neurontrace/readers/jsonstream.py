@@ -112,7 +112,7 @@ class ArrayStream:
     given by ``start``, the offset of an element (None: the array's start), and
     ``stop``, an offset from :func:`cuts` (None: the array's end). A span that starts
     inside the array never sees the document's head: it leaves the text after the array
-    in :attr:`tail` for :meth:`parse_outer`. A span whose ``stop`` is not after a whole
+    in :attr:`tail` for :func:`outer_fields`. A span whose ``stop`` is not after a whole
     element raises :class:`Misaligned` at its end.
     """
 
@@ -279,29 +279,31 @@ class ArrayStream:
         if self.start is not None:  # the head is another span's: leave the tail
             self.tail = (tail, tail_offset)
             return
-        self.parse_outer(head, tail, tail_offset)
+        self.outer = outer_fields(self.path, self.key, head, tail, tail_offset)
 
-    def parse_outer(self, head: bytes, tail: bytes, tail_offset: int) -> None:
-        """Set :attr:`outer` from the text before the array and the text after it."""
-        if not tail.startswith(b"]"):
-            raise BadInput(f"{self.path}: expected ']' at byte {tail_offset}")
-        if not head:  # bare array
-            return
-        doc = head + b"[]" + tail[1:]
+
+def outer_fields(path: Path, key: bytes, head: bytes, tail: bytes, tail_offset: int
+                 ) -> dict:
+    """The document's fields besides the array, from the text before the array (``head``,
+    empty for a bare array) and after it (``tail``, from its ``]``, at ``tail_offset``)."""
+    if not tail.startswith(b"]"):
+        raise BadInput(f"{path}: expected ']' at byte {tail_offset}")
+    if not head:  # bare array
+        return {}
+    doc = head + b"[]" + tail[1:]
+    try:
+        outer = msgspec.json.decode(doc)
+    except msgspec.DecodeError:
         try:
-            outer = msgspec.json.decode(doc)
-        except msgspec.DecodeError:
-            try:
-                outer = msgspec.json.decode(repair(doc)[0])
-            except msgspec.DecodeError as e:
-                raise BadInput(
-                    f"{self.path}: top-level fields outside {self.key.decode()} are not "
-                    f"valid JSON ({e})"
-                ) from None
-        if not isinstance(outer, dict):
-            raise BadInput(f"{self.path}: top level is not a JSON object")
-        outer.pop(self.key.decode(), None)
-        self.outer = outer
+            outer = msgspec.json.decode(repair(doc)[0])
+        except msgspec.DecodeError as e:
+            raise BadInput(
+                f"{path}: top-level fields outside {key.decode()} are not valid JSON ({e})"
+            ) from None
+    if not isinstance(outer, dict):
+        raise BadInput(f"{path}: top level is not a JSON object")
+    outer.pop(key.decode(), None)
+    return outer
 
 
 def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryview,

@@ -30,10 +30,16 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.executors import READ_WORKERS, Processes
 from neurontrace.readers.base import Events, Progress
-from neurontrace.readers.jsonstream import ArrayStream, Misaligned, array_start, cuts
+from neurontrace.readers.jsonstream import (
+    ArrayStream,
+    Misaligned,
+    array_start,
+    cuts,
+    outer_fields,
+)
 from neurontrace.readers.kineto import KEY, Part, finish
 from neurontrace.readers.kineto.columns import Metadata
-from neurontrace.spill import Spill, temporary
+from neurontrace.spill import spill_all, temporary
 
 #: Files smaller than two of these are read in one go.
 MIN_SPAN = 48 << 20
@@ -114,17 +120,10 @@ def read_span(job: Job, progress: Progress | None = None) -> Result:
     diag = Diagnostics()
     part = Part()
     stream = ArrayStream(job.path, KEY, start=job.start, stop=job.stop)
-    spill = Spill(job.spill)
     try:
-        for batch in part.rows(stream, job.path, diag, progress):
-            spill.add(batch)
-        narrow = spill.finish()
+        narrow = spill_all(part.rows(stream, job.path, diag, progress), job.spill)
     except (Misaligned, BadInput) as e:
-        spill.discard()
         return Result(job.index, None, failed=str(e))
-    except BaseException:
-        spill.discard()
-        raise
     return Result(job.index, narrow, "", part.flows, part.meta, diag, stream.head, stream.tail)
 
 
@@ -171,23 +170,14 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
         flows.extend(r.flows)
     head, tail = done[0].head, done[-1].tail
     assert tail is not None  # the last span reads to the array's end
-    outer = ArrayStream(path, KEY)
-    outer.parse_outer(head, *tail)
-    finish(ev, path, outer.outer, flows, meta)
+    finish(ev, path, outer_fields(path, KEY, head, *tail), flows, meta)
     narrow = pl.concat([r.narrow for r in done if r.narrow is not None], rechunk=False)
     return [job.spill for job in jobs], narrow
 
 
 def _serial(ev: Events, workdir: Path | None) -> tuple[list[Path], pl.DataFrame]:
     out = temporary(workdir)
-    spill = Spill(out)
-    try:
-        for batch in ev.batches:
-            spill.add(batch)
-        return [out], spill.finish()
-    except BaseException:
-        spill.discard()
-        raise
+    return [out], spill_all(ev.batches, out)
 
 
 def _scaled(progress: Progress | None, stop: int | None) -> Progress | None:
