@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
@@ -20,23 +20,36 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.nesting import nest
 from neurontrace.readers.base import Events
-from neurontrace.spill import NARROW, complete, spill_all, temporary
+from neurontrace.spill import complete, spill_all, temporary
 
 _I64 = pl.Int64
 #: Columns a reader may give for some rows, which the derivations complete.
 _COMPLETED = (S.TRACK, S.FLOW_IDS)
+#: The output columns derived here, in schema order (the others are the reader's, or
+#: ``row`` and ``rank``, made when writing).
+DERIVED = tuple(c.name for c in S.COLUMNS if c.name in (
+    S.TRACK, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK, S.STEP))
+
+
+class Derived(Protocol):
+    """The derived columns of every row (a frame, or :class:`neurontrace.sweep.Ranges`)."""
+
+    @property
+    def height(self) -> int: ...
+
+    def slice(self, offset: int, length: int) -> pl.DataFrame: ...
 
 
 class Assembled:
     """A trace's rows, ready to stream out in schema order (see :meth:`batches`)."""
 
-    def __init__(self, narrow: pl.DataFrame, spills: list[Path], ev: Events, rank: int
+    def __init__(self, derived: Derived, spills: list[Path], ev: Events, rank: int
                  ) -> None:
-        self.narrow = narrow  # derived columns only (row and rank are made when writing)
+        self.derived = derived  # derived columns only (row and rank are made when writing)
         self.spills = spills
         self.events = ev
         self.rank = rank
-        self.num_rows = narrow.height
+        self.num_rows = derived.height
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """Rows in schema order: the reader's columns from the spill, the rest derived."""
@@ -44,7 +57,7 @@ class Assembled:
         offset = 0
         for raw in self._spilled():
             n = raw.num_rows
-            part = self.narrow.slice(offset, n)
+            part = self.derived.slice(offset, n)
             offset += n
             names = raw.schema.names
             cols = []
@@ -78,6 +91,9 @@ class Assembled:
     def close(self) -> None:
         for path in self.spills:
             path.unlink(missing_ok=True)
+        close = getattr(self.derived, "close", None)
+        if close is not None:
+            close()
 
 
 def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
@@ -86,9 +102,11 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
     """Consume the reader's batches and derive the columns that relate rows.
 
     The reader's batches go to temporary Arrow IPC files as they arrive (see
-    :mod:`neurontrace.spill`); only the narrow columns the derivations need stay in
-    memory. Each derivation computes a few columns on a slice of the narrow frame; they
-    are joined back by row number. ``read`` is called once the input has been read.
+    :mod:`neurontrace.spill`); only the narrow columns the derivations need are kept.
+    Each derivation computes a few columns on a slice of the narrow frame; they are
+    joined back by row number. A trace too large to hold even its narrow columns is
+    derived a time bucket at a time instead (:mod:`neurontrace.sweep`), with the same
+    result. ``read`` is called once the input has been read.
     """
     if ev.spill is not None:  # the reader spills its own batches (in parallel)
         spills, narrow = ev.spill(workdir)
@@ -98,13 +116,23 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
     if read is not None:
         read()
     try:
-        df = _derive(complete(narrow), ev, diag)
+        held = narrow.in_memory()
+        derived: Derived
+        if held is not None:
+            narrow.pieces = []
+            derived = _derive(complete(held), ev, diag)
+        else:
+            from neurontrace.sweep import derive  # (it builds on this module)
+
+            derived = derive(narrow, ev, diag, workdir)
     except BaseException:
         for path in spills:
             path.unlink(missing_ok=True)
         raise
+    finally:
+        narrow.discard()
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
-    return Assembled(df, spills, ev, r)
+    return Assembled(derived, spills, ev, r)
 
 
 def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
@@ -113,7 +141,7 @@ def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
     lanes = _aligned(rows, _lanes(df, ev))
     df = df.drop(S.TRACK, strict=False).hstack(lanes)
     df = df.hstack(_aligned(rows, _nesting(df, diag)))
-    df = df.hstack(_aligned(rows, _steps(df, ev)))
+    df = df.hstack(_aligned(rows, _steps(df, _step_spans(df))))
     flows = _aligned(rows, _flows(df, ev, diag))
     if S.FLOW_IDS in df.columns:  # given by the reader; flow events fill the rest
         df = df.with_columns(pl.coalesce(pl.col(S.FLOW_IDS), flows.get_column(S.FLOW_IDS)))
@@ -129,9 +157,7 @@ def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
     )
     # Keep what the output takes from here (the reader's own columns come from the
     # spill; row and rank are made when writing), small integers as 32 bits.
-    derived = [c.name for c in S.COLUMNS if c.name in df.columns and c.name != S.ROW
-               and (c.name not in NARROW or c.name in _COMPLETED)]
-    return df.select(derived).with_columns(pl.col(S.DEPTH, S.STEP).cast(pl.Int32))
+    return df.select(DERIVED).with_columns(pl.col(S.DEPTH, S.STEP).cast(pl.Int32))
 
 
 def _aligned(rows: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
@@ -156,23 +182,33 @@ def _lanes(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
     A reader may give ``track`` for some rows (Neuron device rows) and leave it null for
     others (host threads), which are then named from pid/tid like any trace's threads.
     """
-    keys = [S.PID, S.TID, S.PID_LABEL, S.TID_LABEL]
-    if S.TRACK in df.columns:
-        keys.append(S.TRACK)
+    keys = lane_keys(df)
     rows = df.select(
         S.ROW, *keys, S.LAYER, lane=pl.struct(keys).rank("dense").cast(_I64) - 1
     )
     lanes = rows.group_by("lane").agg(pl.col(*keys, S.LAYER).first()).sort("lane")
+    lane = rows.get_column("lane")
+    return pl.DataFrame([rows.get_column(S.ROW), lane,
+                         lane_names(lanes, ev).gather(lane)])  # a code per row
+
+
+def lane_keys(df: pl.DataFrame) -> list[str]:
+    """The columns whose values make a lane."""
+    keys = [S.PID, S.TID, S.PID_LABEL, S.TID_LABEL]
+    return [*keys, S.TRACK] if S.TRACK in df.columns else keys
+
+
+def lane_names(lanes: pl.DataFrame, ev: Events) -> pl.Series:
+    """The readable name of each lane: ``lanes`` has the keys and the layer of each
+    lane's first row, in lane order."""
+    keys = lane_keys(lanes)
     given = (lanes.get_column(S.TRACK).cast(pl.String).to_list() if S.TRACK in keys
              else [None] * lanes.height)
-    names = pl.Series(S.TRACK, [
+    return pl.Series(S.TRACK, [
         track if track is not None else _track_name(pid, tid, pl_, tl, layer, ev)
         for (pid, tid, pl_, tl, layer), track in zip(
             lanes.select(*keys[:4], S.LAYER).iter_rows(), given, strict=True)
-    ], pl.String)
-    lane = rows.get_column("lane")
-    return pl.DataFrame([rows.get_column(S.ROW), lane,
-                         names.cast(pl.Categorical).gather(lane)])  # a code per row
+    ], pl.String).cast(pl.Categorical)
 
 
 def _track_name(pid: Any, tid: Any, pid_label: Any, tid_label: Any, layer: str, ev: Events) -> str:
@@ -200,10 +236,9 @@ def _nesting(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
     )
 
 
-def _steps(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
-    """``step``: N of the ProfilerStep#N span whose time range holds the event's start
-    (device rows are then given their launching op's step, see :func:`_derive`)."""
-    steps = (
+def _step_spans(df: pl.DataFrame) -> pl.DataFrame:
+    """The ``ProfilerStep#N`` spans of ``df``: ``s_start``, ``s_end``, ``step``."""
+    return (
         df.filter(
             (pl.col(S.KIND) == S.SPAN)
             & (pl.col(S.LAYER) == S.FRAMEWORK)
@@ -214,8 +249,13 @@ def _steps(df: pl.DataFrame, ev: Events) -> pl.DataFrame:
             s_end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
             step="_step_no",
         )
-        .sort("s_start")
     )
+
+
+def _steps(df: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """``step``: N of the ProfilerStep#N span whose time range holds the event's start
+    (device rows are then given their launching op's step, see :func:`_derive`)."""
+    steps = steps.sort("s_start")
     if steps.height == 0:
         return df.select(S.ROW, pl.lit(None, _I64).alias(S.STEP))
     order = df.select(S.ROW, S.START_NS).sort(S.START_NS)
@@ -236,6 +276,32 @@ def _flows(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
     spans = df.lazy().filter(pl.col(S.KIND) == S.SPAN).select(
         S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS
     )
+    bound, missed = flow_pairs(spans, fl)
+    warn_unbound(diag, missed)
+    return flow_ids(bound)
+
+
+def warn_unbound(diag: Diagnostics, missed: int) -> None:
+    if missed:
+        diag.warn(
+            "unbound_flow",
+            f"{missed} flow event(s) fall in no span on their thread; their link is "
+            "kept only where the other end binds",
+            missed,
+        )
+
+
+def flow_ids(bound: pl.DataFrame) -> pl.DataFrame:
+    """``row, flow_ids`` from the (row, flow_id) pairs of :func:`flow_pairs`."""
+    return bound.group_by(S.ROW).agg(pl.col("flow_id").unique().sort().alias(S.FLOW_IDS))
+
+
+def flow_pairs(spans: pl.LazyFrame, fl: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The span (``row``) each flow event of ``fl`` binds to, and how many bind to none.
+
+    ``spans`` (row, pid, tid, start_ns, dur_ns) must hold every span that starts at a
+    flow's time on its thread and, per thread, the last span starting before each flow.
+    """
     # Exact start match first (Kineto places a flow at its slice's start), else the
     # innermost span on that thread open at the flow's time. Only the spans that can
     # match are taken out of the frame (semi joins: memory follows the flows, not rows).
@@ -270,15 +336,10 @@ def _flows(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
             .select(bound.columns)
         )
         missed = unbound.height - cand.height
-        if missed:
-            diag.warn(
-                "unbound_flow",
-                f"{missed} flow event(s) fall in no span on their thread; their link is "
-                "kept only where the other end binds",
-                missed,
-            )
         bound = pl.concat([bound, cand])
-    return bound.group_by(S.ROW).agg(pl.col("flow_id").unique().sort().alias(S.FLOW_IDS))
+    else:
+        missed = 0
+    return bound.select(S.ROW, "flow_id"), missed
 
 
 #: Hops followed along flow arrows (framework dispatch -> runtime -> hardware is two).
@@ -316,6 +377,16 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
     )
     nested = _nearest_framework_ancestor(df)
     df = df.join(nested, on=S.ROW, how="left")
+    op_ext = df.select(pl.col(S.ROW).alias("_nest_row"), pl.col(S.EXTERNAL_ID).alias("_nest_ext"))
+    return links(df.join(op_ext, on="_nest_row", how="left"), diag)
+
+
+def links(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
+    """``framework_row`` and ``link`` (see :func:`_framework_rows`) of the rows of ``df``:
+    its runtime and device rows, with ``_nest_row`` (nearest framework ancestor) and
+    ``_nest_ext`` (that ancestor's External id), and at least the framework rows that
+    share an External id or a flow with them."""
+    not_fw = pl.col(S.LAYER) != S.FRAMEWORK
     if _external_id_links(df, diag):
         by_ext = (
             df.filter((pl.col(S.LAYER) == S.FRAMEWORK) & pl.col(S.EXTERNAL_ID).is_not_null())
@@ -421,15 +492,14 @@ def _external_id_links(df: pl.DataFrame, diag: Diagnostics) -> bool:
     match with an op's External id is a coincidence. Decided from the runtime calls that
     sit inside an op: most must carry that op's External id.
     """
-    fw_ext = df.select(pl.col(S.ROW).alias("_nest_row"), pl.col(S.EXTERNAL_ID).alias("_op_ext"))
     rt = df.filter(
         (pl.col(S.LAYER) == S.RUNTIME)
         & pl.col(S.EXTERNAL_ID).is_not_null()
         & pl.col("_nest_row").is_not_null()
-    ).join(fw_ext, on="_nest_row", how="left")
+    )
     if rt.height == 0:
         return True
-    agree = rt.select((pl.col(S.EXTERNAL_ID) == pl.col("_op_ext")).mean()).item()
+    agree = rt.select((pl.col(S.EXTERNAL_ID) == pl.col("_nest_ext")).mean()).item()
     if agree is not None and agree < 0.5:
         diag.warn(
             "external_id_not_a_link",

@@ -44,12 +44,12 @@ def nest(spans: pl.DataFrame, diag: Diagnostics | None = None) -> pl.DataFrame:
     return pl.DataFrame({
         "row": rows,
         "parent": _parent_rows(rows, parent),
-        "depth": _depths(parent),
+        "depth": depths(parent),
         "self_ns": np.maximum(dur - covered, 0),
     })
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
+def depths(parent: np.ndarray) -> np.ndarray:
     """Number of ancestors of each position (``parent`` -1: none), by pointer doubling:
     log2(depth) rounds, each adding the hops of the position jumped to."""
     hops = (parent >= 0).astype(np.int64)
@@ -93,9 +93,20 @@ def containers(spans: pl.DataFrame) -> pl.DataFrame:
 def _ordered_parents(spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Spans in containment order: their rows, durations, and each one's parent as a
     position in that order (-1: none). See :func:`containers` for the method."""
-    s = spans.select(
+    s = in_order(spans.select(
         pl.col("row").cast(_I64), "lane", pl.col("start").cast(_I64), pl.col("dur").cast(_I64)
-    ).sort(["lane", "start", "dur", "row"], descending=[False, False, True, False])
+    ))
+    dur = s.get_column("dur").to_numpy()
+    return s.get_column("row").to_numpy(), dur, parents_in_order(s)
+
+
+def in_order(spans: pl.DataFrame) -> pl.DataFrame:
+    """``spans`` in containment order: by lane, start, longer first, then row."""
+    return spans.sort(["lane", "start", "dur", "row"], descending=[False, False, True, False])
+
+
+def parents_in_order(s: pl.DataFrame) -> np.ndarray:
+    """The parent of each span of ``s`` (in :func:`in_order`), as a position (-1: none)."""
     lane = s.select((pl.col("lane") != pl.col("lane").shift()).fill_null(True).cum_sum())
     lane_id = lane.to_series().to_numpy()
     start = s.get_column("start").to_numpy()
@@ -113,7 +124,7 @@ def _ordered_parents(spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.nd
         nxt = cand[c[short]]  # jump to the candidate's candidate (same lane or -1)
         cand[todo] = nxt
         todo = todo[nxt >= 0]
-    return s.get_column("row").to_numpy(), dur, cand
+    return cand
 
 
 def _parent_rows(rows: np.ndarray, parent: np.ndarray) -> pl.Series:

@@ -1,17 +1,20 @@
-"""A reader's batches on disk, with the narrow columns the derivations need in memory.
+"""A reader's batches on disk, with the narrow columns the derivations need.
 
 Wide columns (names, ``args``) are most of a trace's bytes and no derivation reads them,
 so the reader's batches go whole to a temporary Arrow IPC file as they arrive and are
 streamed back when the output is written; memory holds only the narrow columns (about a
-hundred bytes a row). Readers that decode parts of a file in parallel write one spill
-file per part, each in its own process.
+hundred bytes a row), and for a trace of more than :func:`memory_rows` rows not even
+those: they go to files too, which :mod:`neurontrace.sweep` reads a bucket at a time.
+Readers that decode parts of a file in parallel write one spill file per part, each in
+its own process.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -42,21 +45,76 @@ _OPTIONAL = (
 )
 
 
-def temporary(workdir: Path | None) -> Path:
+def temporary(workdir: Path | None, suffix: str = ".spill.arrow") -> Path:
     """A new, empty spill file in ``workdir`` (None: the system's temporary folder)."""
-    fd, name = tempfile.mkstemp(prefix=".neurontrace-", suffix=".spill.arrow", dir=workdir)
+    fd, name = tempfile.mkstemp(prefix=".neurontrace-", suffix=suffix, dir=workdir)
     os.close(fd)
     return Path(name)
 
 
-class Spill:
-    """Writes batches to ``path`` (Arrow IPC stream) and keeps their narrow columns."""
+#: Rows whose narrow columns a conversion holds in memory; past that they go to disk
+#: too and the derivations sweep the trace in buckets (see :mod:`neurontrace.sweep`).
+MEMORY_ROWS = "NEURONTRACE_MEMORY_ROWS"
+DEFAULT_MEMORY_ROWS = 2_000_000
 
-    def __init__(self, path: Path) -> None:
+
+def memory_rows() -> int:
+    """``$NEURONTRACE_MEMORY_ROWS``, else :data:`DEFAULT_MEMORY_ROWS`."""
+    given = os.environ.get(MEMORY_ROWS, "").strip()
+    return int(given) if given.isdigit() and int(given) > 0 else DEFAULT_MEMORY_ROWS
+
+
+@dataclass
+class Narrow:
+    """The narrow columns of a trace's rows, in row order: frames held in memory and,
+    for a trace past :func:`memory_rows`, Arrow IPC files of them."""
+
+    pieces: list[pl.DataFrame | Path] = field(default_factory=list)
+    rows: int = 0
+
+    def extend(self, other: Narrow) -> None:
+        self.pieces.extend(other.pieces)
+        self.rows += other.rows
+
+    def in_memory(self) -> pl.DataFrame | None:
+        """All rows as one frame, or None when some are on disk or they are too many."""
+        if self.rows > memory_rows() or any(isinstance(p, Path) for p in self.pieces):
+            return None
+        frames = [p for p in self.pieces if isinstance(p, pl.DataFrame)]
+        return pl.concat(frames, rechunk=False) if frames else \
+            pl.DataFrame(schema={S.START_NS: pl.Int64, S.DUR_NS: pl.Int64, "_step_no": pl.Int64})
+
+    def frames(self) -> Iterator[pl.DataFrame]:
+        """The rows a batch at a time, in order (files are read, never mapped)."""
+        for p in self.pieces:
+            if isinstance(p, pl.DataFrame):
+                yield p
+                continue
+            with pa.OSFile(str(p), "rb") as f:
+                for batch in pa.ipc.open_stream(f):
+                    frame = pl.from_arrow(batch)
+                    assert isinstance(frame, pl.DataFrame)
+                    yield frame
+
+    def discard(self) -> None:
+        for p in self.pieces:
+            if isinstance(p, Path):
+                p.unlink(missing_ok=True)
+        self.pieces = []
+
+
+class Spill:
+    """Writes batches to ``path`` (Arrow IPC stream) and keeps their narrow columns: in
+    memory up to ``limit`` rows, then in files beside ``path``."""
+
+    def __init__(self, path: Path, limit: int | None = None) -> None:
         self.path = path
+        self.limit = memory_rows() if limit is None else limit
         self._sink = pa.OSFile(str(path), "wb")
         self._writer: pa.ipc.RecordBatchStreamWriter | None = None
-        self._parts: list[pl.DataFrame] = []
+        self.narrow = Narrow()
+        self._held: list[pl.DataFrame] = []
+        self._out: tuple[pa.OSFile, pa.ipc.RecordBatchStreamWriter, pa.Schema] | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
@@ -65,36 +123,69 @@ class Spill:
         part = pl.from_arrow(batch.select([c for c in NARROW if c in batch.schema.names]))
         assert isinstance(part, pl.DataFrame)
         names = pl.Series(batch.column(S.NAME))
-        self._parts.append(part.with_columns(
+        part = part.with_columns(
             *(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL if c in part.columns),
             _step_no=names.str.extract(STEP_NAME, 1).cast(pl.Int64),
-        ))
+        )
+        self.narrow.rows += part.height
+        if self._out is None and self.narrow.rows <= self.limit:
+            self._held.append(part)
+            return
+        for held in self._held:
+            self._write(held)
+        self._held = []
+        self._write(part)
 
-    def finish(self) -> pl.DataFrame:
-        """Close the file; the narrow columns of every row added, in order."""
+    def _write(self, part: pl.DataFrame) -> None:
+        table = part.to_arrow()
+        if self._out is not None and self._out[2] != table.schema:
+            self._close_out()
+        if self._out is None:
+            path = temporary(self.path.parent, ".narrow.arrow")
+            self.narrow.pieces.append(path)
+            sink = pa.OSFile(str(path), "wb")
+            self._out = (sink, pa.ipc.new_stream(sink, table.schema), table.schema)
+        self._out[1].write_table(table)
+
+    def _close_out(self) -> None:
+        if self._out is not None:
+            sink, writer, _ = self._out
+            self._out = None
+            try:
+                writer.close()
+            finally:
+                sink.close()
+
+    def finish(self) -> Narrow:
+        """Close the files; the narrow columns of every row added, in order."""
         try:
             if self._writer is None:  # no rows at all
                 self._writer = pa.ipc.new_stream(self._sink, pa.schema([(S.NAME, pa.string())]))
             self._writer.close()
         finally:
             self._sink.close()
-        parts, self._parts = self._parts, []
-        return pl.concat(parts, rechunk=False) if parts else \
-            pl.DataFrame(schema={S.START_NS: pl.Int64, S.DUR_NS: pl.Int64, "_step_no": pl.Int64})
+            self._close_out()
+        if self._held:
+            self.narrow.pieces.append(pl.concat(self._held, rechunk=False))
+            self._held = []
+        return self.narrow
 
     def discard(self) -> None:
-        self._parts = []
+        self._held = []
         try:
             if self._writer is not None:
                 self._writer.close()
         finally:
             self._sink.close()
             self.path.unlink(missing_ok=True)
+            self._close_out()
+            self.narrow.discard()
 
 
-def spill_all(batches: Iterable[pa.RecordBatch], path: Path) -> pl.DataFrame:
+def spill_all(batches: Iterable[pa.RecordBatch], path: Path, limit: int | None = None
+              ) -> Narrow:
     """Spill every batch to ``path``; their narrow columns. On failure nothing is left."""
-    spill = Spill(path)
+    spill = Spill(path, limit)
     try:
         for batch in batches:
             spill.add(batch)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    import polars as pl
+    from neurontrace.spill import Narrow
 
 from neurontrace.diagnostics import Diagnostics
 
@@ -58,7 +58,7 @@ class Events:
     #: parallel processes): called with the folder for temporary files (None: the
     #: system's), it returns the spill files in row order and the rows' narrow columns
     #: (see :mod:`neurontrace.spill`); ``batches`` is then not used.
-    spill: Callable[[Path | None], tuple[list[Path], pl.DataFrame]] | None = None
+    spill: Callable[[Path | None], tuple[list[Path], Narrow]] | None = None
 
 
 class Reader(Protocol):

@@ -23,7 +23,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import polars as pl
 import pyarrow as pa
 
 from neurontrace.diagnostics import Diagnostics
@@ -39,7 +38,7 @@ from neurontrace.readers.jsonstream import (
 )
 from neurontrace.readers.kineto import KEY, Part, finish
 from neurontrace.readers.kineto.columns import Metadata
-from neurontrace.spill import spill_all, temporary
+from neurontrace.spill import Narrow, memory_rows, spill_all, temporary
 
 #: Files smaller than two of these are read in one go.
 MIN_SPAN = 48 << 20
@@ -101,12 +100,13 @@ class Job:
     start: int | None
     stop: int | None
     spill: Path
+    limit: int  # rows whose narrow columns stay in memory (see neurontrace.spill)
 
 
 @dataclass
 class Result:
     index: int
-    narrow: pl.DataFrame | None  # None: the span could not be read (see ``failed``)
+    narrow: Narrow | None  # None: the span could not be read (see ``failed``)
     failed: str = ""
     flows: list[pa.RecordBatch] = field(default_factory=list)
     meta: Metadata = field(default_factory=Metadata)
@@ -121,16 +121,17 @@ def read_span(job: Job, progress: Progress | None = None) -> Result:
     part = Part()
     stream = ArrayStream(job.path, KEY, start=job.start, stop=job.stop)
     try:
-        narrow = spill_all(part.rows(stream, job.path, diag, progress), job.spill)
+        narrow = spill_all(part.rows(stream, job.path, diag, progress), job.spill, job.limit)
     except (Misaligned, BadInput) as e:
         return Result(job.index, None, failed=str(e))
     return Result(job.index, narrow, "", part.flows, part.meta, diag, stream.head, stream.tail)
 
 
 def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress | None,
-          ev: Events, workdir: Path | None) -> tuple[list[Path], pl.DataFrame]:
+          ev: Events, workdir: Path | None) -> tuple[list[Path], Narrow]:
     """Decode ``spans`` of ``path`` in parallel; fill ``ev`` as a serial read would."""
-    jobs = [Job(i, path, a, b, temporary(workdir)) for i, (a, b) in enumerate(spans)]
+    limit = max(1, memory_rows() // len(spans))  # every span's rows may come back here
+    jobs = [Job(i, path, a, b, temporary(workdir), limit) for i, (a, b) in enumerate(spans)]
     results: list[Result | None] = [None] * len(jobs)
     errors: list[BaseException] = []
 
@@ -146,6 +147,9 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
     def discard() -> None:
         for job in jobs:
             job.spill.unlink(missing_ok=True)
+        for r in results:
+            if r is not None and r.narrow is not None:
+                r.narrow.discard()
 
     thread = threading.Thread(target=others, name="neurontrace-spans", daemon=True)
     thread.start()
@@ -171,11 +175,14 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
     head, tail = done[0].head, done[-1].tail
     assert tail is not None  # the last span reads to the array's end
     finish(ev, path, outer_fields(path, KEY, head, *tail), flows, meta)
-    narrow = pl.concat([r.narrow for r in done if r.narrow is not None], rechunk=False)
+    narrow = Narrow()
+    for r in done:
+        if r.narrow is not None:
+            narrow.extend(r.narrow)
     return [job.spill for job in jobs], narrow
 
 
-def _serial(ev: Events, workdir: Path | None) -> tuple[list[Path], pl.DataFrame]:
+def _serial(ev: Events, workdir: Path | None) -> tuple[list[Path], Narrow]:
     out = temporary(workdir)
     return [out], spill_all(ev.batches, out)
 

@@ -1,0 +1,148 @@
+"""A trace too large to hold is derived bucket by bucket, with the in-memory result.
+
+``NEURONTRACE_MEMORY_ROWS=1`` sends every trace down the out-of-core path
+(:mod:`neurontrace.sweep`); buckets of a few rows make spans stay open across many
+buckets, flows bind to spans of earlier buckets and links join rows far apart.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import neurontrace
+from neurontrace import spill, sweep
+from neurontrace.diagnostics import Diagnostics
+
+from support import FIXTURES, corpus_dir
+
+REFUSED = {"truncated.json", "not-a-trace.json"}
+CASES = sorted(
+    str(Path(p).relative_to(FIXTURES))
+    for p in [*glob.glob(str(FIXTURES / "kineto" / "*.json*")),
+              *glob.glob(str(FIXTURES / "capture" / "*" / "*" / "trace.json.gz")),
+              *glob.glob(str(FIXTURES / "neuron" / "*.json")),
+              *glob.glob(str(FIXTURES / "neuron" / "explorer_*"))]
+    if Path(p).name not in REFUSED
+)
+
+
+def _load(path: Path) -> tuple[pa.Table, Diagnostics]:
+    diag = Diagnostics()
+    return neurontrace.load(path, diag=diag), diag
+
+
+@pytest.fixture
+def swept(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every trace takes the out-of-core path; returns the bucket count of each run."""
+    counts: list[int] = []
+    survey = sweep._Sweep._survey
+
+    def counted(self: Any) -> None:
+        survey(self)
+        counts.append(len(self.bounds) + 1)
+
+    monkeypatch.setattr(sweep._Sweep, "_survey", counted)
+    return counts
+
+
+def _equal(path: Path, monkeypatch: pytest.MonkeyPatch, bucket: int) -> int:
+    """Convert ``path`` both ways and compare; the number of rows."""
+    want, want_diag = _load(path)
+    with monkeypatch.context() as m:
+        m.setenv(spill.MEMORY_ROWS, "1")
+        m.setenv(sweep.BUCKET_ROWS, str(bucket))
+        got, diag = _load(path)
+    assert got.schema == want.schema
+    for name in want.schema.names:
+        assert got.column(name).equals(want.column(name)), name
+    assert got.schema.metadata == want.schema.metadata  # warnings counted alike
+    assert diag.counts == want_diag.counts
+    return want.num_rows
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("bucket", [1, 3, 64])
+def test_buckets_give_the_in_memory_table(name: str, bucket: int, swept: list[int],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = FIXTURES / name
+    rows = _equal(path, monkeypatch, bucket)
+    assert len(swept) == (rows > 1)  # the out-of-core path was taken (past one row)
+    if bucket == 1 and rows >= 4:
+        assert swept[0] > 1
+
+
+def test_a_real_trace_is_split_into_many_buckets(swept: list[int],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real CUDA trace: nesting, flows, External id and correlation links, steps."""
+    _equal(FIXTURES / "capture" / "cuda" / "naive" / "trace.json.gz", monkeypatch, 7)
+    assert swept[0] >= 10
+
+
+def test_nothing_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(spill.MEMORY_ROWS, "1")
+    monkeypatch.setenv(sweep.BUCKET_ROWS, "5")
+    out = tmp_path / "out"
+    out.mkdir()
+    neurontrace.convert(FIXTURES / "capture" / "cuda" / "naive" / "trace.json.gz",
+                        out / "t.parquet")
+    assert [p.name for p in out.iterdir()] == ["t.parquet"]
+
+
+def test_narrow_columns_go_to_disk_past_the_limit(tmp_path: Path) -> None:
+    path = tmp_path / "x.spill.arrow"
+    table = neurontrace.load(FIXTURES / "kineto" / "nested-ops.json")
+    batches = table.select([c for c in table.schema.names if c not in ("row", "rank")]
+                           ).to_batches(max_chunksize=2)
+    narrow = spill.spill_all(batches, path, limit=3)
+    files = [p for p in narrow.pieces if isinstance(p, Path)]
+    assert len(files) == 1 and files[0].exists()
+    assert narrow.rows == table.num_rows
+    assert narrow.in_memory() is None
+    assert sum(f.height for f in narrow.frames()) == table.num_rows
+    narrow.discard()
+    assert not files[0].exists()
+
+
+@pytest.mark.skipif(corpus_dir() is None, reason="set NEURONTRACE_CORPUS (opt-in)")
+def test_corpus_traces_sweep_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = corpus_dir()
+    assert folder is not None
+    paths = sorted(folder.rglob("*.json*"))
+    assert paths
+    for path in paths:
+        _equal(path, monkeypatch, 997)
+
+
+def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """Spans decoded in worker processes write their narrow columns to files too."""
+    import gzip
+
+    from neurontrace.readers.kineto import spans
+
+    path = tmp_path / "trace.json"
+    path.write_bytes(gzip.decompress(
+        (FIXTURES / "kineto" / "cpu-mlp-training.json.gz").read_bytes()))
+    want, want_diag = _load(path)
+    monkeypatch.setattr(spans, "MIN_SPAN", 1)
+    monkeypatch.setattr(spans, "LEAD", 0)
+    monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
+    monkeypatch.setenv(spill.MEMORY_ROWS, "30")  # 10 rows a span, then files
+    monkeypatch.setenv(sweep.BUCKET_ROWS, "200")
+    pieces: list[object] = []
+    frames = spill.Narrow.frames
+
+    def seen(self: spill.Narrow) -> Any:
+        pieces.extend(self.pieces)
+        return frames(self)
+
+    monkeypatch.setattr(spill.Narrow, "frames", seen)
+    got, diag = _load(path)
+    assert len({p for p in pieces if isinstance(p, Path)}) == 3  # each span wrote a file
+    assert got.equals(want)
+    assert diag.counts == want_diag.counts
