@@ -55,7 +55,7 @@ from neurontrace.spill import Narrow, complete
 
 #: Rows per bucket (and per row range), unless ``$NEURONTRACE_BUCKET_ROWS`` says.
 BUCKET_ROWS = "NEURONTRACE_BUCKET_ROWS"
-DEFAULT_BUCKET_ROWS = 1_000_000
+DEFAULT_BUCKET_ROWS = 250_000
 #: Start times sampled to place the bucket bounds.
 _SAMPLE = 100_000
 
@@ -156,7 +156,8 @@ class _Sweep:
             firsts.append(f.select(*self.keys, S.LAYER).unique(
                 subset=self.keys, keep="first", maintain_order=True))
             steps.append(_step_spans(f))
-            samples.append(f.get_column(S.START_NS).to_numpy()[(-offset) % stride::stride])
+            # a copy: a view would keep the whole batch it was read with alive
+            samples.append(f.get_column(S.START_NS).to_numpy()[(-offset) % stride::stride].copy())
             self.has_links = self.has_links or bool(
                 f.select((pl.col(S.LAYER) != S.FRAMEWORK).any()).item())
             offset += f.height
@@ -206,7 +207,12 @@ class _Sweep:
         carried = pl.DataFrame(schema={**_CARRIED, **self._given_schema()})
         last = pl.DataFrame(schema={S.ROW: _I64, S.PID: _I64, S.TID: _I64,
                                     S.START_NS: _I64, S.DUR_NS: _I64})
-        flows = self._flows_by_bucket()
+        self._flows: pl.DataFrame | None = None
+        if self.ev.flows is not None and self.ev.flows.num_rows:
+            fl = pl.from_arrow(self.ev.flows)
+            assert isinstance(fl, pl.DataFrame)
+            self._flows = fl
+            self._flow_bucket = self._bucket(fl.get_column("ts_ns"))
         self.bound: list[pl.DataFrame] = []
         self.to_link: list[pl.DataFrame] = []
         missed = 0
@@ -221,7 +227,7 @@ class _Sweep:
                 nxt = int(self.bounds[b]) if b < len(self.bounds) else None
                 carried = self._nest(df, carried, nxt)
                 spans = df.filter("span").select(S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS)
-                fl = flows.get(b)
+                fl = self._flows_in(b)
                 if fl is not None:
                     pairs, m = flow_pairs(pl.concat([last, spans]).lazy(), fl)
                     self.bound.append(pairs)
@@ -244,14 +250,12 @@ class _Sweep:
             S.EXTERNAL_ID: _I64, S.CORRELATION: _I64, S.DEVICE_COL: _I64,
             **self._given_schema()})
 
-    def _flows_by_bucket(self) -> dict[int, pl.DataFrame]:
-        if self.ev.flows is None or self.ev.flows.num_rows == 0:
-            return {}
-        fl = pl.from_arrow(self.ev.flows)
-        assert isinstance(fl, pl.DataFrame)
-        fl = fl.with_columns(_b=self._bucket(fl.get_column("ts_ns")))
-        return {int(b): part.drop("_b")
-                for (b,), part in fl.partition_by("_b", as_dict=True).items()}
+    def _flows_in(self, b: int) -> pl.DataFrame | None:
+        """The flow events of bucket ``b`` (by their time), None if it has none."""
+        if self._flows is None:
+            return None
+        fl = self._flows.filter(pl.Series(self._flow_bucket == b))
+        return fl if fl.height else None
 
     def _nest(self, df: pl.DataFrame, carried: pl.DataFrame, nxt: int | None) -> pl.DataFrame:
         """Nest this bucket's spans under the carried ones; write the rows now final
