@@ -209,10 +209,10 @@ class _Sweep:
                                     S.START_NS: _I64, S.DUR_NS: _I64})
         self._flows: pl.DataFrame | None = None
         if self.ev.flows is not None and self.ev.flows.num_rows:
-            fl = pl.from_arrow(self.ev.flows)
-            assert isinstance(fl, pl.DataFrame)
-            self._flows = fl
-            self._flow_bucket = self._bucket(fl.get_column("ts_ns"))
+            every = pl.from_arrow(self.ev.flows)
+            assert isinstance(every, pl.DataFrame)
+            self._flows = every
+            self._flow_bucket = self._bucket(every.get_column("ts_ns"))
         self.bound: list[pl.DataFrame] = []
         self.to_link: list[pl.DataFrame] = []
         missed = 0
