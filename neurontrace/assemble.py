@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc
 
+from neurontrace import linking
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.nesting import nest
@@ -342,31 +343,9 @@ def flow_pairs(spans: pl.LazyFrame, fl: pl.DataFrame) -> tuple[pl.DataFrame, int
     return bound.select(S.ROW, "flow_id"), missed
 
 
-#: Hops followed along flow arrows (framework dispatch -> runtime -> hardware is two).
-_FLOW_HOPS = 4
-
-
 def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
-    """``framework_row`` and ``link`` for runtime and device rows, first match wins:
-
-    1. ``external_id``: the framework op carrying the same Kineto ``External id`` (only
-       when the trace uses it as a link: see :func:`_external_id_links`);
-    2. ``nesting``: for runtime calls, the innermost framework op enclosing them on the
-       same thread;
-    3. ``correlation``: the runtime call with the same ``correlation``, through its link;
-    4. ``flow``: a framework row, or a row linked by 1-3, sharing a flow arrow; followed
-       over a few hops (framework dispatch -> runtime -> hardware);
-    5. ``execution``: another row of the same device ``execution`` that has a link (the
-       instructions of an execution belong to whoever started it; runtime rows first);
-    6. ``time``: for a device execution still unlinked, the latest linked runtime call on
-       the same ``device`` that started at or before the execution's first row::
-
-           thread   |---- aten::mul ----|
-                       |- nrt_execute -|           runtime: nesting -> aten::mul
-           nc 0                  |== exec 7 ==|    device rows of exec 7: time -> aten::mul
-
-    Framework rows themselves have no ``framework_row``.
-    """
+    """``framework_row`` and ``link`` of runtime and device rows (see
+    :mod:`neurontrace.linking`); framework rows themselves have none."""
     not_fw = pl.col(S.LAYER) != S.FRAMEWORK
     if not df.select(not_fw.any()).item():  # a CPU-only trace: nothing to link
         return df.select(S.ROW, pl.lit(None, _I64).alias(S.FRAMEWORK_ROW),
@@ -378,93 +357,17 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
     nested = _nearest_framework_ancestor(df)
     df = df.join(nested, on=S.ROW, how="left")
     op_ext = df.select(pl.col(S.ROW).alias("_nest_row"), pl.col(S.EXTERNAL_ID).alias("_nest_ext"))
-    return links(df.join(op_ext, on="_nest_row", how="left"), diag)
-
-
-def links(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
-    """``framework_row`` and ``link`` (see :func:`_framework_rows`) of the rows of ``df``:
-    its runtime and device rows, with ``_nest_row`` (nearest framework ancestor) and
-    ``_nest_ext`` (that ancestor's External id), and at least the framework rows that
-    share an External id or a flow with them."""
-    not_fw = pl.col(S.LAYER) != S.FRAMEWORK
-    if _external_id_links(df, diag):
-        by_ext = (
-            df.filter((pl.col(S.LAYER) == S.FRAMEWORK) & pl.col(S.EXTERNAL_ID).is_not_null())
-            .sort(pl.col(S.CATEGORY) != "cpu_op")  # prefer ops over annotations
-            .group_by(S.EXTERNAL_ID)
-            .agg(pl.col(S.ROW).first().alias("_ext_row"))
-        )
-        df = df.join(by_ext, on=S.EXTERNAL_ID, how="left")
-    else:
-        df = df.with_columns(pl.lit(None, _I64).alias("_ext_row"))
-    df = df.with_columns(
-        pl.when(not_fw).then("_ext_row").alias("_ext_row"),
-        pl.when(pl.col(S.LAYER) == S.RUNTIME).then("_nest_row").alias("_nest_row"),
+    df = df.join(op_ext, on="_nest_row", how="left")
+    mine = df.filter(not_fw).select(linking.COLUMNS)
+    fw = df.filter(~not_fw)
+    linker = linking.Linker(
+        lambda: iter([mine]),
+        lambda refs: fw.filter(pl.col(S.EXTERNAL_ID).is_in(refs)).select(
+            S.ROW, S.CATEGORY, S.EXTERNAL_ID),
+        fw.filter(pl.col(S.FLOW_IDS).is_not_null()).select(S.ROW, S.FLOW_IDS),
+        diag,
     )
-    first = pl.coalesce("_ext_row", "_nest_row")
-    by_corr = (
-        df.filter((pl.col(S.LAYER) == S.RUNTIME) & pl.col(S.CORRELATION).is_not_null()
-                  & first.is_not_null())
-        .group_by(S.CORRELATION)
-        .agg(first.first().alias("_corr_row"))
-    )
-    df = df.join(by_corr, on=S.CORRELATION, how="left").with_columns(
-        pl.when(not_fw).then("_corr_row").alias("_corr_row")
-    )
-    known = pl.coalesce("_ext_row", "_nest_row", "_corr_row")
-    source = pl.when(not_fw).then(known).otherwise(pl.col(S.ROW))
-    flow_src = (
-        df.filter(source.is_not_null() & pl.col(S.FLOW_IDS).is_not_null())
-        .select(source.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid"))
-        .explode("_fid")
-        .group_by("_fid")
-        .agg(pl.col("_flow_row").first())
-    )
-    todo = (
-        df.filter(not_fw & known.is_null() & pl.col(S.FLOW_IDS).is_not_null())
-        .select(S.ROW, pl.col(S.FLOW_IDS).alias("_fid"))
-        .explode("_fid")
-    )
-    hops = []
-    for _ in range(_FLOW_HOPS):
-        hit = todo.join(flow_src, on="_fid").group_by(S.ROW).agg(pl.col("_flow_row").first())
-        if hit.height == 0:
-            break
-        hops.append(hit)
-        reached = todo.join(hit, on=S.ROW).select("_fid", "_flow_row")
-        flow_src = pl.concat([flow_src, reached.join(flow_src, on="_fid", how="anti")
-                              .group_by("_fid").agg(pl.col("_flow_row").first())])
-        todo = todo.join(hit, on=S.ROW, how="anti")
-    via_flow = pl.concat(hops) if hops else pl.DataFrame(
-        schema={S.ROW: _I64, "_flow_row": _I64})
-    df = df.join(via_flow, on=S.ROW, how="left")
-    df = df.with_columns(
-        pl.coalesce("_ext_row", "_nest_row", "_corr_row", "_flow_row").alias("_linked"))
-    df = df.join(_by_execution(df), on=S.ROW, how="left")
-    df = df.join(_by_time(df), on=S.ROW, how="left")
-    link = (
-        pl.when(pl.col("_ext_row").is_not_null()).then(pl.lit("external_id"))
-        .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
-        .when(pl.col("_corr_row").is_not_null()).then(pl.lit("correlation"))
-        .when(pl.col("_flow_row").is_not_null()).then(pl.lit("flow"))
-        .when(pl.col("_exec_row").is_not_null()).then(pl.lit("execution"))
-        .when(pl.col("_time_row").is_not_null()).then(pl.lit("time"))
-    )
-    out = df.select(
-        S.ROW,
-        pl.coalesce("_linked", "_exec_row", "_time_row").alias(S.FRAMEWORK_ROW),
-        link.alias(S.LINK),
-        not_fw.alias("_not_fw"),
-    )
-    unlinked = out.filter(pl.col("_not_fw") & pl.col(S.FRAMEWORK_ROW).is_null()).height
-    if unlinked:
-        diag.warn(
-            "unlinked",
-            f"{unlinked} runtime/device row(s) have no framework op (no External id, "
-            "correlation, flow, enclosing op or execution links them)",
-            unlinked,
-        )
-    return out.drop("_not_fw")
+    return pl.concat(list(linker.links())).drop(S.LAYER)
 
 
 def _nearest_framework_ancestor(df: pl.DataFrame) -> pl.DataFrame:
@@ -482,66 +385,3 @@ def _nearest_framework_ancestor(df: pl.DataFrame) -> pl.DataFrame:
     if not found:
         return pl.DataFrame(schema={S.ROW: _I64, "_nest_row": _I64})
     return pl.concat(found)
-
-
-def _external_id_links(df: pl.DataFrame, diag: Diagnostics) -> bool:
-    """Does this trace use ``External id`` to tie runtime calls to their framework op?
-
-    Current Kineto gives a runtime call the External id of the op enclosing it; some
-    older traces number runtime calls and kernels by their correlation instead, where a
-    match with an op's External id is a coincidence. Decided from the runtime calls that
-    sit inside an op: most must carry that op's External id.
-    """
-    rt = df.filter(
-        (pl.col(S.LAYER) == S.RUNTIME)
-        & pl.col(S.EXTERNAL_ID).is_not_null()
-        & pl.col("_nest_row").is_not_null()
-    )
-    if rt.height == 0:
-        return True
-    agree = rt.select((pl.col(S.EXTERNAL_ID) == pl.col("_nest_ext")).mean()).item()
-    if agree is not None and agree < 0.5:
-        diag.warn(
-            "external_id_not_a_link",
-            f"only {agree:.0%} of runtime calls carry the External id of their enclosing "
-            "op; linked by nesting and correlation instead",
-        )
-        return False
-    return True
-
-
-def _by_execution(df: pl.DataFrame) -> pl.DataFrame:
-    """Rows of one device execution share the link of its linked rows (runtime first)."""
-    ex = df.filter(pl.col(S.EXECUTION).is_not_null() & (pl.col(S.LAYER) != S.FRAMEWORK))
-    owner = (
-        ex.filter(pl.col("_linked").is_not_null())
-        .sort(pl.col(S.LAYER) != S.RUNTIME, S.START_NS)
-        .group_by(S.EXECUTION).agg(pl.col("_linked").first().alias("_exec_row"))
-    )
-    return ex.filter(pl.col("_linked").is_null()).select(S.ROW, S.EXECUTION).join(
-        owner, on=S.EXECUTION
-    ).select(S.ROW, "_exec_row")
-
-
-def _by_time(df: pl.DataFrame) -> pl.DataFrame:
-    """An unlinked device execution belongs to the latest linked runtime call on the same
-    device that started at or before the execution's first row."""
-    empty = pl.DataFrame(schema={S.ROW: _I64, "_time_row": _I64})
-    open_ = df.filter(
-        (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.EXECUTION).is_not_null()
-        & pl.col("_linked").is_null() & pl.col("_exec_row").is_null()
-    )
-    calls = df.filter(
-        (pl.col(S.LAYER) == S.RUNTIME) & pl.col("_linked").is_not_null()
-        & pl.col(S.DEVICE_COL).is_not_null()
-    ).select(S.DEVICE_COL, _t=S.START_NS, _time_row="_linked").sort("_t")
-    if open_.height == 0 or calls.height == 0:
-        return empty
-    execs = open_.group_by(S.EXECUTION).agg(
-        pl.col(S.START_NS).min().alias("_t"), pl.col(S.DEVICE_COL).drop_nulls().first()
-    ).drop_nulls(S.DEVICE_COL).sort("_t")
-    owner = execs.join_asof(calls, on="_t", by=S.DEVICE_COL, strategy="backward",
-                            check_sortedness=False)  # both sorted by _t above
-    return open_.select(S.ROW, S.EXECUTION).join(
-        owner.select(S.EXECUTION, "_time_row").drop_nulls(), on=S.EXECUTION
-    ).select(S.ROW, "_time_row")

@@ -19,6 +19,8 @@ from neurontrace.ahead import ahead
 from neurontrace.errors import BadInput, SchemaMismatch
 
 ROW_GROUP = 256 * 1024
+#: ... or fewer, where rows are wide: the writer holds a row group's pages until it ends.
+GROUP_BYTES = 64 << 20
 
 
 def metadata(**fields: Any) -> dict[bytes, bytes]:
@@ -58,15 +60,17 @@ def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
 
 
 def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
-    """Small batches gathered into tables of ``ROW_GROUP`` rows (the last may be short)."""
+    """Small batches gathered into tables of ``ROW_GROUP`` rows or ``GROUP_BYTES`` bytes
+    (the last may be short)."""
     pending: list[pa.RecordBatch] = []
-    rows = 0
+    rows = size = 0
     for b in batches:
         pending.append(b)
         rows += b.num_rows
-        if rows >= ROW_GROUP:
+        size += b.nbytes
+        if rows >= ROW_GROUP or size >= GROUP_BYTES:
             yield pa.Table.from_batches(pending, schema=schema)
-            pending, rows = [], 0
+            pending, rows, size = [], 0, 0
     if pending:
         yield pa.Table.from_batches(pending, schema=schema)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,10 @@ from neurontrace.assemble import (
     flow_pairs,
     lane_keys,
     lane_names,
-    links,
     warn_unbound,
 )
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.linking import COLUMNS, Linker
 from neurontrace.nesting import depths, in_order, parents_in_order
 from neurontrace.readers.base import Events
 from neurontrace.spill import Narrow, complete
@@ -66,9 +67,6 @@ _OUT = {S.ROW: _I64, "lane": _I64, S.PARENT: _I64, S.DEPTH: pl.Int32, S.SELF_NS:
 #: What a carried (open) span holds.
 _CARRIED = {"row": _I64, "lane": _I64, "start": _I64, "dur": _I64, S.STEP: pl.Int32,
             "fw": pl.Boolean, S.EXTERNAL_ID: _I64, "covered": _I64, "old": pl.Boolean}
-#: What a runtime or device row keeps for linking.
-_LINK = (S.ROW, S.LAYER, S.CATEGORY, S.START_NS, S.EXTERNAL_ID, S.CORRELATION,
-         S.DEVICE_COL, S.EXECUTION, S.STEP)
 
 
 def bucket_rows() -> int:
@@ -131,14 +129,19 @@ class _Sweep:
         self.diag = diag
         self.folder = folder
         self.size = bucket_rows()
-        self.buckets = _Files(folder, "bucket")
-        self.ranges = _Files(folder, "range")
+        self.buckets = _Files(folder, "bucket")  # rows by start time
+        self.flows = _Files(folder, "flows")  # flow events by time
+        # by row range:
+        self.ranges = _Files(folder, "range")  # lane, nesting, step (every row)
+        self.pairs = _Files(folder, "pairs")  # flow ids bound to rows
+        self.links = _Files(folder, "links")  # runtime and device rows to link
+        self.linked = _Files(folder, "linked")  # framework_row and link of those rows
 
     def run(self) -> Ranges:
         self._survey()
         self._split()
         self._sweep()
-        return Ranges(self.ranges, self.narrow.rows, self.size, self.names, *self._link())
+        return Ranges(self, self._link())
 
     # -- pass 1: what is kept whole, and where the buckets start ---------------------
     def _survey(self) -> None:
@@ -199,22 +202,29 @@ class _Sweep:
                 f = f.select(cols).with_columns(_b=self._bucket(f.get_column(S.START_NS)))
                 for (b,), part in f.partition_by("_b", as_dict=True).items():
                     self.buckets.write(int(b), part.drop("_b"))
+            self._split_flows()
         finally:
             self.buckets.close()
+            self.flows.close()
+
+    def _split_flows(self) -> None:
+        """The flow events into files by bucket (of their time); the reader's table of
+        them is let go."""
+        if self.ev.flows is None:
+            return
+        for batch in self.ev.flows.to_batches(max_chunksize=self.size):
+            fl = pl.from_arrow(batch)
+            assert isinstance(fl, pl.DataFrame)
+            fl = fl.with_columns(_b=self._bucket(fl.get_column("ts_ns")))
+            for (b,), part in fl.partition_by("_b", as_dict=True).items():
+                self.flows.write(int(b), part.drop("_b"))
+        self.ev.flows = None
 
     # -- pass 3: the buckets in time order ---------------------------------------------
     def _sweep(self) -> None:
         carried = pl.DataFrame(schema={**_CARRIED, **self._given_schema()})
         last = pl.DataFrame(schema={S.ROW: _I64, S.PID: _I64, S.TID: _I64,
-                                    S.START_NS: _I64, S.DUR_NS: _I64})
-        self._flows: pl.DataFrame | None = None
-        if self.ev.flows is not None and self.ev.flows.num_rows:
-            every = pl.from_arrow(self.ev.flows)
-            assert isinstance(every, pl.DataFrame)
-            self._flows = every
-            self._flow_bucket = self._bucket(every.get_column("ts_ns"))
-        self.bound: list[pl.DataFrame] = []
-        self.to_link: list[pl.DataFrame] = []
+                                    S.START_NS: _I64, S.DUR_NS: _I64, "fw": pl.Boolean})
         missed = 0
         try:
             for b in range(len(self.bounds) + 1):
@@ -226,17 +236,21 @@ class _Sweep:
                              how="left")
                 nxt = int(self.bounds[b]) if b < len(self.bounds) else None
                 carried = self._nest(df, carried, nxt)
-                spans = df.filter("span").select(S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS)
-                fl = self._flows_in(b)
+                spans = pl.concat([last, df.filter("span").select(
+                    S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS, "fw")])
+                fl = self.flows.read(b)
                 if fl is not None:
-                    pairs, m = flow_pairs(pl.concat([last, spans]).lazy(), fl)
-                    self.bound.append(pairs)
+                    pairs, m = flow_pairs(spans.lazy(), fl)
+                    self._emit(self.pairs, pairs.join(spans.select(S.ROW, "fw").unique(),
+                                                      on=S.ROW, how="left"))
                     missed += m
-                last = _last_per_thread(pl.concat([last, spans]))
+                last = _last_per_thread(spans)
+                self.flows.remove(b)
                 if not self.has_links:  # else read again for the framework rows linked
                     self.buckets.remove(b)
         finally:
-            self.ranges.close()
+            for files in (self.ranges, self.pairs, self.links):
+                files.close()
         warn_unbound(self.diag, missed)
 
     def _given_schema(self) -> dict[str, pl.DataType]:
@@ -249,13 +263,6 @@ class _Sweep:
             S.START_NS: _I64, S.DUR_NS: _I64, S.PID: _I64, S.TID: _I64,
             S.EXTERNAL_ID: _I64, S.CORRELATION: _I64, S.DEVICE_COL: _I64,
             **self._given_schema()})
-
-    def _flows_in(self, b: int) -> pl.DataFrame | None:
-        """The flow events of bucket ``b`` (by their time), None if it has none."""
-        if self._flows is None:
-            return None
-        fl = self._flows.filter(pl.Series(self._flow_bucket == b))
-        return fl if fl.height else None
 
     def _nest(self, df: pl.DataFrame, carried: pl.DataFrame, nxt: int | None) -> pl.DataFrame:
         """Nest this bucket's spans under the carried ones; write the rows now final
@@ -286,24 +293,25 @@ class _Sweep:
         if self.has_links:
             self._keep_for_links(df, s, parent)
         keep = end > nxt if nxt is not None else np.zeros(len(rows), bool)
-        self._emit(out.filter(~keep))
+        self._emit(self.ranges, out.filter(~keep))
         others = df.filter(~pl.col("span")).select(
             S.ROW, "lane", pl.lit(None, _I64).alias(S.PARENT),
             pl.lit(None, pl.Int32).alias(S.DEPTH), pl.lit(None, _I64).alias(S.SELF_NS),
             S.STEP, *given)
-        self._emit(others)
+        self._emit(self.ranges, others)
         return s.with_columns(covered=covered, old=True).filter(keep)
 
-    def _emit(self, out: pl.DataFrame) -> None:
+    def _emit(self, files: _Files, out: pl.DataFrame) -> None:
+        """Append ``out``'s rows to ``files``, each to the file of its row range."""
         if out.height == 0:
             return
         part = out.get_column(S.ROW).to_numpy() // self.size
         for (k,), piece in out.with_columns(_k=part).partition_by("_k", as_dict=True).items():
-            self.ranges.write(int(k), piece.drop("_k"))
+            files.write(int(k), piece.drop("_k"))
 
     def _keep_for_links(self, df: pl.DataFrame, s: pl.DataFrame, parent: np.ndarray) -> None:
-        """Runtime and device rows, with their nearest framework ancestor (its row,
-        External id and step), for :func:`links` at the end."""
+        """Runtime and device rows, with their nearest framework ancestor (its row and
+        External id), for :mod:`neurontrace.linking` at the end."""
         fw = s.get_column("fw").to_numpy()
         up = parent.copy()
         todo = np.nonzero(up >= 0)[0]
@@ -320,64 +328,105 @@ class _Sweep:
             "_nest_row": pl.Series(rows[at], dtype=_I64).scatter(np.nonzero(~found)[0], None),
             "_nest_ext": s.get_column(S.EXTERNAL_ID).gather(at).scatter(
                 np.nonzero(~found)[0], None),
-            "_nest_step": s.get_column(S.STEP).gather(at).scatter(np.nonzero(~found)[0], None),
         }).filter(pl.Series(~fw & ~s.get_column("old").to_numpy()))
-        given = [S.FLOW_IDS] if self.given_flows else []
-        mine = df.filter(~pl.col("fw")).select(*_LINK, *given)
-        self.to_link.append(mine.join(nest, on=S.ROW, how="left"))
+        mine = df.filter(~pl.col("fw")).join(nest, on=S.ROW, how="left")
+        self._emit(self.links, mine.select(c for c in COLUMNS if c in mine.columns))
 
     # -- links, at the end -------------------------------------------------------------
-    def _link(self) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-        """Computed flow ids per row; ``framework_row``/``link`` of runtime and device
-        rows; and the launching op's step of device rows that have one."""
-        empty = pl.DataFrame(schema={S.ROW: _I64})
-        bound = pl.concat(self.bound) if self.bound else \
-            pl.DataFrame(schema={S.ROW: _I64, "flow_id": pl.String})
-        fids = flow_ids(bound).sort(S.ROW)
-        if not self.has_links:
-            return fids, empty, empty
+    def _link(self) -> pl.DataFrame:
+        """Link runtime and device rows (:mod:`neurontrace.linking`), a row range at a
+        time, into the ``linked`` files; the step of each op that launched device work."""
         try:
-            mine = pl.concat(self.to_link).sort(S.ROW)
-            self.to_link = []
-            mine = self._with_flows(mine, fids)
-            refs = mine.get_column(S.EXTERNAL_ID).drop_nulls().unique()
-            flowing = fids.get_column(S.ROW)
-            named = []
-            for b in range(len(self.bounds) + 1):  # the framework rows they may name
-                df = self.buckets.read(b)
-                if df is None:
-                    continue
-                given = pl.col(S.FLOW_IDS).is_not_null() if self.given_flows else pl.lit(False)
-                df = df.filter(pl.col("fw") & (
-                    pl.col(S.EXTERNAL_ID).is_in(refs) | pl.col(S.ROW).is_in(flowing) | given))
-                st = _steps(df.select(S.ROW, S.START_NS), self.steps)
-                named.append(df.join(st.select(S.ROW, pl.col(S.STEP).cast(pl.Int32)),
-                                     on=S.ROW, how="left").select(
-                    *_LINK, *([S.FLOW_IDS] if self.given_flows else [])))
+            if not self.has_links:
+                return pl.DataFrame(schema={S.ROW: _I64, S.STEP: _I64})
+            self._add_flows()
+            linker = Linker(self._link_chunks, self._framework, self._fw_flows(), self.diag)
+            launchers = []
+            try:
+                for out in linker.links():
+                    self._emit(self.linked, out)
+                    launchers.append(out.filter(
+                        (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
+                    ).get_column(S.FRAMEWORK_ROW).unique())
+            finally:
+                self.linked.close()
+            ops = pl.concat(launchers).unique() if launchers else pl.Series([], dtype=_I64)
+            rows = ops.to_frame(S.ROW)
+            found = [b.select(S.ROW, S.START_NS).join(rows, on=S.ROW, how="semi")
+                     for b in self._each_bucket()]
+            return _steps(pl.concat(found), self.steps) if found else \
+                pl.DataFrame(schema={S.ROW: _I64, S.STEP: _I64})
         finally:
             for b in range(len(self.bounds) + 1):
                 self.buckets.remove(b)
-        fw = self._with_flows(pl.concat(named), fids) if named else None
-        df = pl.concat([mine, fw], how="diagonal_relaxed") if fw is not None else mine
-        linked = links(df.sort(S.ROW).drop(S.STEP, "_nest_step"), self.diag)
-        linked = mine.select(S.ROW, S.LAYER).join(linked, on=S.ROW, how="left")
-        step_of = pl.concat([
-            mine.select(pl.col("_nest_row").alias(S.ROW), pl.col("_nest_step").alias(S.STEP)),
-            *([fw.select(S.ROW, S.STEP)] if fw is not None else []),
-        ]).drop_nulls(S.ROW).unique(S.ROW)
-        launched = linked.filter(
-            (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
-        ).select(S.ROW, S.FRAMEWORK_ROW).join(
-            step_of.rename({S.ROW: S.FRAMEWORK_ROW}), on=S.FRAMEWORK_ROW, how="left"
-        ).select(S.ROW, S.STEP, _launch=pl.lit(True))
-        return fids, linked.select(S.ROW, S.FRAMEWORK_ROW, S.LINK).sort(S.ROW), \
-            launched.sort(S.ROW)
 
-    def _with_flows(self, df: pl.DataFrame, fids: pl.DataFrame) -> pl.DataFrame:
-        """``flow_ids`` of ``df``'s rows: the reader's where given, else the computed."""
-        df = df.join(fids.rename({S.FLOW_IDS: "_fids"}), on=S.ROW, how="left")
-        given = pl.col(S.FLOW_IDS) if self.given_flows else pl.lit(None, pl.List(pl.String))
-        return df.with_columns(pl.coalesce(given, "_fids").alias(S.FLOW_IDS)).drop("_fids")
+    def _each_bucket(self) -> Iterator[pl.DataFrame]:
+        for b in range(len(self.bounds) + 1):
+            df = self.buckets.read(b)
+            if df is not None:
+                yield df
+
+    def _add_flows(self) -> None:
+        """Give the runtime and device rows to link their flow ids (bound by the sweep)."""
+        done = _Files(self.folder, "linkrows")
+        try:
+            for k in range(self._ranges()):
+                c = self.links.read(k)
+                if c is not None:
+                    done.write(k, _with_flows(c, _computed_flows(self.pairs.read(k))))
+                    self.links.remove(k)
+        finally:
+            done.close()
+        self.links = done
+
+    def _link_chunks(self) -> Iterator[pl.DataFrame]:
+        """The runtime and device rows, a row range at a time."""
+        for k in range(self._ranges()):
+            c = self.links.read(k)
+            if c is not None:
+                yield c
+
+    def _ranges(self) -> int:
+        return -(-self.narrow.rows // self.size)
+
+    def _framework(self, refs: pl.Series) -> pl.DataFrame:
+        """The framework rows that carry one of the External ids ``refs``."""
+        ids = refs.to_frame(S.EXTERNAL_ID)
+        found = [b.filter("fw").select(S.ROW, S.CATEGORY, S.EXTERNAL_ID).join(
+            ids, on=S.EXTERNAL_ID, how="semi") for b in self._each_bucket()]
+        return pl.concat(found) if found else \
+            pl.DataFrame(schema={S.ROW: _I64, S.CATEGORY: pl.String, S.EXTERNAL_ID: _I64})
+
+    def _fw_flows(self) -> pl.DataFrame:
+        """``row, flow_ids`` of the framework rows with flow arrows (the reader's, else
+        those bound here)."""
+        given = []
+        if self.given_flows:
+            given = [b.filter(pl.col("fw") & pl.col(S.FLOW_IDS).is_not_null()).select(
+                S.ROW, S.FLOW_IDS) for b in self._each_bucket()]
+        bound = []
+        for k in range(self._ranges()):
+            pairs = self.pairs.read(k)
+            if pairs is not None:
+                bound.append(flow_ids(pairs.filter("fw")))
+        schema: dict[str, Any] = {S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)}
+        mine = pl.concat(given) if given else pl.DataFrame(schema=schema)
+        theirs = pl.concat(bound) if bound else pl.DataFrame(schema=schema)
+        return pl.concat([mine, theirs.join(mine, on=S.ROW, how="anti")])
+
+
+def _computed_flows(pairs: pl.DataFrame | None) -> pl.DataFrame:
+    if pairs is None:
+        return pl.DataFrame(schema={S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)})
+    return flow_ids(pairs)
+
+
+def _with_flows(df: pl.DataFrame, computed: pl.DataFrame) -> pl.DataFrame:
+    """``flow_ids`` of ``df``'s rows: the reader's where it gives them, else the computed."""
+    df = df.join(computed.rename({S.FLOW_IDS: "_fids"}), on=S.ROW, how="left",
+                 maintain_order="left")
+    given = pl.col(S.FLOW_IDS) if S.FLOW_IDS in df.columns else pl.lit(None, pl.List(pl.String))
+    return df.with_columns(pl.coalesce(given, "_fids").alias(S.FLOW_IDS)).drop("_fids")
 
 
 def _last_per_thread(spans: pl.DataFrame) -> pl.DataFrame:
@@ -389,78 +438,50 @@ def _last_per_thread(spans: pl.DataFrame) -> pl.DataFrame:
 class Ranges:
     """The derived columns, read back a range of rows at a time, in row order."""
 
-    def __init__(self, files: _Files, rows: int, size: int, names: pl.Series,
-                 fids: pl.DataFrame, linked: pl.DataFrame, launched: pl.DataFrame) -> None:
-        self.files = files
-        self.height = rows
-        self.size = size
-        self.names = names
-        self.fids = fids
-        self.linked = linked
-        self.launched = launched
+    def __init__(self, sweep: _Sweep, launch_steps: pl.DataFrame) -> None:
+        self.folder = sweep.folder
+        self.files = (sweep.ranges, sweep.pairs, sweep.linked)
+        self.height = sweep.narrow.rows
+        self.size = sweep.size
+        self.names = sweep.names
+        self.launch_steps = launch_steps.select(
+            pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.STEP).cast(pl.Int32).alias("_op_step"))
         self._cached: tuple[int, pl.DataFrame] | None = None
 
     def _range(self, k: int) -> pl.DataFrame:
-        if self._cached is None or self._cached[0] != k:
-            frame = self.files.read(k)
-            assert frame is not None
-            frame = frame.sort(S.ROW)
-            want = min(self.size, self.height - k * self.size)
-            assert frame.height == want, f"range {k}: {frame.height} rows, not {want}"
-            self._cached = (k, frame)
-        return self._cached[1]
+        if self._cached is not None and self._cached[0] == k:
+            return self._cached[1]
+        ranges, pairs, linked = self.files
+        base = ranges.read(k)
+        assert base is not None
+        base = base.sort(S.ROW)
+        want = min(self.size, self.height - k * self.size)
+        assert base.height == want, f"range {k}: {base.height} rows, not {want}"
+        base = _with_flows(base, _computed_flows(pairs.read(k)))
+        links = linked.read(k)
+        if links is None:
+            links = pl.DataFrame(schema={S.ROW: _I64, S.LAYER: pl.String,
+                                         S.FRAMEWORK_ROW: _I64, S.LINK: pl.String})
+        base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
+            self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
+        launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
+        frame = base.select(
+            self.names.gather(base.get_column("lane")).alias(S.TRACK),
+            S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
+            pl.when(launched).then("_op_step").otherwise(S.STEP).cast(pl.Int32).alias(S.STEP),
+        ).select(DERIVED)
+        self._cached = (k, frame)
+        return frame
 
     def slice(self, offset: int, length: int) -> pl.DataFrame:
         end = min(offset + length, self.height)
         parts = []
-        for k in range(offset // self.size, (end - 1) // self.size + 1 if end > offset else 0):
+        for k in range(offset // self.size, -(-end // self.size)):
             lo = max(offset, k * self.size) - k * self.size
             hi = min(end, (k + 1) * self.size) - k * self.size
             parts.append(self._range(k).slice(lo, hi - lo))
-        base = pl.concat(parts) if parts else self.files_schema()
-        fids = _within(self.fids, offset, end, S.FLOW_IDS)
-        fw = _within(self.linked, offset, end, S.FRAMEWORK_ROW, S.LINK)
-        launch = _within(self.launched, offset, end, "_launch", S.STEP)
-        computed = fids.get_column(S.FLOW_IDS)
-        flows = (pl.coalesce(base.get_column(S.FLOW_IDS), computed)
-                 if S.FLOW_IDS in base.columns else computed)
-        step = pl.when(launch.get_column("_launch")).then(
-            launch.get_column(S.STEP)).otherwise(base.get_column(S.STEP))
-        out = base.select(
-            self.names.gather(base.get_column("lane")).alias(S.TRACK),
-            S.SELF_NS, S.PARENT, S.DEPTH,
-            flows.alias(S.FLOW_IDS),
-            fw.get_column(S.FRAMEWORK_ROW), fw.get_column(S.LINK),
-            step.cast(pl.Int32).alias(S.STEP),
-        )
-        return out.select(DERIVED)
-
-    def files_schema(self) -> pl.DataFrame:
-        return pl.DataFrame(schema=_OUT)
+        return pl.concat(parts) if parts else self._range(0).clear()
 
     def close(self) -> None:
         self._cached = None
-        shutil.rmtree(self.files.folder, ignore_errors=True)
-
-
-def _within(table: pl.DataFrame, lo: int, hi: int, *cols: str) -> pl.DataFrame:
-    """``table``'s ``cols`` (keyed by a sorted ``row``) for rows ``lo``..``hi``, in row
-    order, nulls where it has no row."""
-    n = hi - lo
-    schema = {c: table.schema[c] for c in cols if c in table.columns}
-    if table.height == 0 or not schema:
-        return pl.DataFrame([pl.Series(c, [None] * n, _dtype(c, schema)) for c in cols])
-    row = table.get_column(S.ROW).to_numpy()
-    a, b = np.searchsorted(row, [lo, hi])
-    part = table.slice(int(a), int(b - a))
-    where = np.full(n, -1, np.int64)
-    where[part.get_column(S.ROW).to_numpy() - lo] = np.arange(part.height)
-    index = pl.Series("i", where).scatter(np.nonzero(where < 0)[0], None)
-    return part.select(pl.col(*cols).gather(index))
-
-
-def _dtype(col: str, schema: dict[str, Any]) -> Any:
-    known: dict[str, Any] = {
-        S.FLOW_IDS: pl.List(pl.String), S.FRAMEWORK_ROW: _I64, S.LINK: pl.String,
-        "_launch": pl.Boolean, S.STEP: pl.Int32}
-    return schema.get(col, known[col])
+        shutil.rmtree(self.folder, ignore_errors=True)

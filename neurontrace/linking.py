@@ -1,0 +1,257 @@
+"""``framework_row`` and ``link``: the framework op each runtime and device row belongs to.
+
+First match wins:
+
+1. ``external_id``: the framework op carrying the same Kineto ``External id`` (only when
+   the trace uses it as a link: see :meth:`Linker._survey`); of several, an op
+   (``cpu_op``) before an annotation, then the first;
+2. ``nesting``: for runtime calls, the innermost framework op enclosing them on the same
+   thread;
+3. ``correlation``: the runtime call with the same ``correlation``, through its link;
+4. ``flow``: a framework row, or a row linked by 1-3, sharing a flow arrow; followed over
+   a few hops (framework dispatch -> runtime -> hardware);
+5. ``execution``: another row of the same device ``execution`` that has a link (the
+   instructions of an execution belong to whoever started it; runtime rows first);
+6. ``time``: for a device execution still unlinked, the latest linked runtime call on
+   the same ``device`` that started at or before the execution's first row::
+
+       thread   |---- aten::mul ----|
+                   |- nrt_execute -|           runtime: nesting -> aten::mul
+       nc 0                  |== exec 7 ==|    device rows of exec 7: time -> aten::mul
+
+A kernel may run long after its op, so the rules join rows anywhere in the trace. They
+are computed from tables with one entry per link key (External id, correlation, flow
+id, execution), built in passes over the runtime and device rows a chunk at a time:
+memory follows the number of keys, not of rows. Where several rows could give a key's
+entry, the first row (by ``row``) does. The in-memory conversion hands in one chunk;
+:mod:`neurontrace.sweep` hands in one per time bucket, read from disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import polars as pl
+
+from neurontrace import schema as S
+from neurontrace.diagnostics import Diagnostics
+
+#: The columns of the runtime and device rows handed in: ``_nest_row`` is the nearest
+#: framework span enclosing the row on its track, ``_nest_ext`` that span's External id.
+COLUMNS = (S.ROW, S.LAYER, S.START_NS, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS,
+           S.DEVICE_COL, S.EXECUTION, "_nest_row", "_nest_ext")
+#: Hops followed along flow arrows (framework dispatch -> runtime -> hardware is two).
+FLOW_HOPS = 4
+
+_I64 = pl.Int64
+Chunks = Callable[[], Iterator[pl.DataFrame]]
+#: The framework rows whose External id is in the given ids: row, category, external_id.
+Framework = Callable[[pl.Series], pl.DataFrame]
+
+
+class Linker:
+    """Links the rows of ``chunks()`` (runtime and device rows, :data:`COLUMNS`), which
+    may be called once per pass. ``framework`` gives the framework rows named by
+    External id; ``fw_flows`` (row, flow_ids) the framework rows with flow arrows."""
+
+    def __init__(self, chunks: Chunks, framework: Framework, fw_flows: pl.DataFrame,
+                 diag: Diagnostics) -> None:
+        self.chunks = chunks
+        self.framework = framework
+        self.fw_flows = fw_flows
+        self.diag = diag
+        self.by_ext: pl.DataFrame | None = None
+        self.by_corr: pl.DataFrame | None = None
+        self.by_flow = pl.DataFrame(schema={S.ROW: _I64, "_flow_row": _I64})
+        self.by_exec: pl.DataFrame | None = None
+        self.by_time: pl.DataFrame | None = None
+
+    def links(self) -> Iterator[pl.DataFrame]:
+        """``row, layer, framework_row, link`` of each chunk's rows, a chunk at a time."""
+        refs, has_exec = self._survey()
+        self._external_ids(refs)
+        self._correlations()
+        self._flows()
+        if has_exec:
+            self._executions()
+        unlinked = 0
+        for c in self.chunks():
+            c = self._linked(c)
+            out = c.select(
+                S.ROW, S.LAYER,
+                pl.coalesce("_linked", "_exec_row", "_time_row").alias(S.FRAMEWORK_ROW),
+                pl.when(pl.col("_ext_row").is_not_null()).then(pl.lit("external_id"))
+                .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
+                .when(pl.col("_corr_row").is_not_null()).then(pl.lit("correlation"))
+                .when(pl.col("_flow_row").is_not_null()).then(pl.lit("flow"))
+                .when(pl.col("_exec_row").is_not_null()).then(pl.lit("execution"))
+                .when(pl.col("_time_row").is_not_null()).then(pl.lit("time"))
+                .alias(S.LINK),
+            )
+            unlinked += out.get_column(S.FRAMEWORK_ROW).null_count()
+            yield out
+        if unlinked:
+            self.diag.warn(
+                "unlinked",
+                f"{unlinked} runtime/device row(s) have no framework op (no External id, "
+                "correlation, flow, enclosing op or execution links them)",
+                unlinked,
+            )
+
+    def _survey(self) -> tuple[pl.Series, bool]:
+        """The External ids the rows carry, whether any has an ``execution``; and
+        whether the trace uses ``External id`` to tie runtime calls to their op.
+
+        Current Kineto gives a runtime call the External id of the op enclosing it; some
+        older traces number runtime calls and kernels by their correlation instead,
+        where a match with an op's External id is a coincidence. Decided from the
+        runtime calls that sit inside an op: most must carry that op's External id.
+        """
+        refs, calls, same, known, has_exec = [], 0, 0, 0, False
+        for c in self.chunks():
+            refs.append(c.get_column(S.EXTERNAL_ID).drop_nulls().unique())
+            has_exec = has_exec or c.get_column(S.EXECUTION).is_not_null().any()
+            rt = c.filter((pl.col(S.LAYER) == S.RUNTIME) & pl.col(S.EXTERNAL_ID).is_not_null()
+                          & pl.col("_nest_row").is_not_null())
+            agree = rt.get_column(S.EXTERNAL_ID) == rt.get_column("_nest_ext")
+            calls += rt.height
+            same += int(agree.sum() or 0)
+            known += agree.len() - agree.null_count()
+        self.use_ext = True
+        if calls and known and same / known < 0.5:
+            self.diag.warn(
+                "external_id_not_a_link",
+                f"only {same / known:.0%} of runtime calls carry the External id of their "
+                "enclosing op; linked by nesting and correlation instead",
+            )
+            self.use_ext = False
+        ids = pl.concat(refs).unique() if refs else pl.Series(S.EXTERNAL_ID, [], _I64)
+        return ids, has_exec
+
+    def _external_ids(self, refs: pl.Series) -> None:
+        if not self.use_ext:
+            return
+        self.by_ext = (
+            self.framework(refs)
+            .sort([pl.col(S.CATEGORY) != "cpu_op", pl.col(S.ROW)])  # ops before annotations
+            .group_by(S.EXTERNAL_ID, maintain_order=True)
+            .agg(pl.col(S.ROW).first().alias("_ext_row"))
+        )
+
+    def _known(self, c: pl.DataFrame) -> pl.DataFrame:
+        """``c`` with rules 1-3: ``_ext_row``, ``_nest_row`` (runtime rows), ``_corr_row``."""
+        c = (c.join(self.by_ext, on=S.EXTERNAL_ID, how="left", maintain_order="left")
+             if self.by_ext is not None else c.with_columns(pl.lit(None, _I64).alias("_ext_row")))
+        c = c.with_columns(
+            pl.when(pl.col(S.LAYER) == S.RUNTIME).then("_nest_row").alias("_nest_row"))
+        if self.by_corr is None:
+            return c.with_columns(pl.lit(None, _I64).alias("_corr_row"))
+        return c.join(self.by_corr, on=S.CORRELATION, how="left", maintain_order="left")
+
+    def _correlations(self) -> None:
+        first = pl.coalesce("_ext_row", "_nest_row")
+        parts = [
+            self._known(c).filter(
+                (pl.col(S.LAYER) == S.RUNTIME) & pl.col(S.CORRELATION).is_not_null()
+                & first.is_not_null()
+            ).select(S.ROW, S.CORRELATION, first.alias("_corr_row"))
+            for c in self.chunks()
+        ]
+        self.by_corr = _first_per(parts, S.CORRELATION, "_corr_row")
+
+    def _flows(self) -> None:
+        """Rule 4: rows linked by 1-3 (and framework rows) are the sources of their flow
+        ids; rows still unlinked take a source's link, over a few hops."""
+        known = pl.coalesce("_ext_row", "_nest_row", "_corr_row")
+        sources = [_first_per([self.fw_flows.select(
+            S.ROW, pl.col(S.ROW).alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid")
+        ).explode("_fid")], "_fid", "_flow_row", keep_row=True)]
+        todo_parts = []
+        for c in self.chunks():
+            c = self._known(c).filter(pl.col(S.FLOW_IDS).is_not_null())
+            sources.append(_first_per([c.filter(known.is_not_null()).select(
+                S.ROW, known.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid")
+            ).explode("_fid")], "_fid", "_flow_row", keep_row=True))
+            todo_parts.append(c.filter(known.is_null()).select(
+                S.ROW, pl.col(S.FLOW_IDS).alias("_fid")))
+        flow_src = _first_per(sources, "_fid", "_flow_row")
+        todo = pl.concat(todo_parts).sort(S.ROW, maintain_order=True).explode("_fid")
+        hops = []
+        for _ in range(FLOW_HOPS):
+            hit = todo.join(flow_src, on="_fid", maintain_order="left").group_by(
+                S.ROW, maintain_order=True).agg(pl.col("_flow_row").first())
+            if hit.height == 0:
+                break
+            hops.append(hit)
+            reached = todo.join(hit, on=S.ROW, maintain_order="left").select("_fid", "_flow_row")
+            flow_src = pl.concat([flow_src, reached.join(flow_src, on="_fid", how="anti")
+                                  .group_by("_fid", maintain_order=True)
+                                  .agg(pl.col("_flow_row").first())])
+            todo = todo.join(hit, on=S.ROW, how="anti", maintain_order="left")
+        if hops:
+            self.by_flow = pl.concat(hops)
+
+    def _linked(self, c: pl.DataFrame) -> pl.DataFrame:
+        """``c`` with rules 1-4 (``_linked``), and 5-6 once known."""
+        c = self._known(c).join(self.by_flow, on=S.ROW, how="left", maintain_order="left")
+        c = c.with_columns(
+            pl.coalesce("_ext_row", "_nest_row", "_corr_row", "_flow_row").alias("_linked"))
+        unlinked = pl.col("_linked").is_null()
+        if self.by_exec is None:
+            c = c.with_columns(pl.lit(None, _I64).alias("_exec_row"))
+        else:
+            c = c.join(self.by_exec, on=S.EXECUTION, how="left", maintain_order="left"
+                       ).with_columns(pl.when(unlinked).then("_exec_row").alias("_exec_row"))
+        if self.by_time is None:
+            return c.with_columns(pl.lit(None, _I64).alias("_time_row"))
+        return c.join(self.by_time, on=S.EXECUTION, how="left", maintain_order="left"
+                      ).with_columns(
+            pl.when(unlinked & pl.col("_exec_row").is_null() & (pl.col(S.LAYER) == S.DEVICE))
+            .then("_time_row").alias("_time_row"))
+
+    def _executions(self) -> None:
+        """Rules 5 and 6, per execution: its first linked row (runtime rows first, then
+        by start); else the latest linked runtime call on its device at its start."""
+        owners, calls = [], []
+        for c in self.chunks():
+            c = self._linked(c).filter(pl.col("_linked").is_not_null())
+            owners.append(c.filter(pl.col(S.EXECUTION).is_not_null()).select(
+                S.EXECUTION, S.ROW, "_linked",
+                _later=pl.col(S.LAYER) != S.RUNTIME, _t=S.START_NS))
+            calls.append(c.filter((pl.col(S.LAYER) == S.RUNTIME)
+                                  & pl.col(S.DEVICE_COL).is_not_null())
+                         .select(S.DEVICE_COL, _t=S.START_NS, _time_row="_linked"))
+        self.by_exec = (pl.concat(owners).sort("_later", "_t", S.ROW)
+                        .group_by(S.EXECUTION, maintain_order=True)
+                        .agg(pl.col("_linked").first().alias("_exec_row")))
+        opened = []
+        for c in self.chunks():
+            c = self._linked(c).filter(
+                (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.EXECUTION).is_not_null()
+                & pl.col("_linked").is_null() & pl.col("_exec_row").is_null())
+            opened.append(c.sort(S.ROW).group_by(S.EXECUTION, maintain_order=True).agg(
+                pl.col(S.START_NS).min().alias("_t"),
+                pl.col(S.DEVICE_COL).drop_nulls().first(),
+                pl.col(S.ROW).filter(pl.col(S.DEVICE_COL).is_not_null()).min().alias("_at"),
+            ))
+        execs = pl.concat(opened).group_by(S.EXECUTION).agg(
+            pl.col("_t").min(), pl.col(S.DEVICE_COL).sort_by("_at", nulls_last=True).first()
+        ).drop_nulls(S.DEVICE_COL).sort("_t")
+        every = pl.concat(calls).sort("_t")
+        if execs.height == 0 or every.height == 0:
+            return
+        self.by_time = execs.join_asof(
+            every, on="_t", by=S.DEVICE_COL, strategy="backward", check_sortedness=False
+        ).select(S.EXECUTION, "_time_row").drop_nulls()
+
+
+def _first_per(parts: list[pl.DataFrame], key: str, value: str, keep_row: bool = False
+               ) -> pl.DataFrame:
+    """``key, value``: per key, the value of the first row (by ``row``, then order);
+    with ``keep_row``, that row too (to combine results of parts later)."""
+    if not parts:
+        return pl.DataFrame(schema={key: _I64, value: _I64})
+    frame = pl.concat([p.filter(pl.col(key).is_not_null()) for p in parts])
+    first = frame.sort(S.ROW, maintain_order=True).group_by(key, maintain_order=True)
+    return first.agg(pl.col(S.ROW, value).first()) if keep_row else \
+        first.agg(pl.col(value).first())
