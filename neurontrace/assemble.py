@@ -24,6 +24,7 @@ from neurontrace.readers.base import Events
 from neurontrace.spill import complete, spill_all, temporary
 
 _I64 = pl.Int64
+_EMPTY = pl.DataFrame(schema={S.START_NS: _I64, S.DUR_NS: _I64, "_step_no": _I64})
 #: Columns a reader may give for some rows, which the derivations complete.
 _COMPLETED = (S.TRACK, S.FLOW_IDS)
 #: The output columns derived here, in schema order (the others are the reader's, or
@@ -109,6 +110,7 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
     derived a time bucket at a time instead (:mod:`neurontrace.sweep`), with the same
     result. ``read`` is called once the input has been read.
     """
+    ev.workdir = workdir
     if ev.spill is not None:  # the reader spills its own batches (in parallel)
         spills, narrow = ev.spill(workdir)
     else:
@@ -121,7 +123,7 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
         derived: Derived
         if held is not None:
             narrow.pieces = []
-            derived = _derive(complete(held), ev, diag)
+            derived = _derive(complete(held if held.width else _EMPTY), ev, diag)
         else:
             from neurontrace.sweep import derive  # (it builds on this module)
 
@@ -132,6 +134,8 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
         raise
     finally:
         narrow.discard()
+        if ev.flow_files is not None:
+            ev.flow_files.discard()
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
     return Assembled(derived, spills, ev, r)
 
@@ -270,16 +274,27 @@ def _steps(df: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 def _flows(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
     """Bind flow events to the spans they start or finish in (same pid/tid)."""
-    if ev.flows is None or ev.flows.num_rows == 0:
+    fl = flow_events(ev)
+    if fl is None:
         return df.select(S.ROW, pl.lit(None, pl.List(pl.String)).alias(S.FLOW_IDS))
-    fl = pl.from_arrow(ev.flows)
-    assert isinstance(fl, pl.DataFrame)
     spans = df.lazy().filter(pl.col(S.KIND) == S.SPAN).select(
         S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS
     )
     bound, missed = flow_pairs(spans, fl)
     warn_unbound(diag, missed)
     return flow_ids(bound)
+
+
+def flow_events(ev: Events) -> pl.DataFrame | None:
+    """All of the reader's flow events (None if it has none)."""
+    if ev.flow_files is not None:
+        frames = list(ev.flow_files.frames())
+        return pl.concat(frames) if frames else None
+    if ev.flows is None or ev.flows.num_rows == 0:
+        return None
+    fl = pl.from_arrow(ev.flows)
+    assert isinstance(fl, pl.DataFrame)
+    return fl
 
 
 def warn_unbound(diag: Diagnostics, missed: int) -> None:

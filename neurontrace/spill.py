@@ -55,7 +55,7 @@ def temporary(workdir: Path | None, suffix: str = ".spill.arrow") -> Path:
 #: Rows whose narrow columns a conversion holds in memory; past that they go to disk
 #: too and the derivations sweep the trace in buckets (see :mod:`neurontrace.sweep`).
 MEMORY_ROWS = "NEURONTRACE_MEMORY_ROWS"
-DEFAULT_MEMORY_ROWS = 2_000_000
+DEFAULT_MEMORY_ROWS = 1_000_000
 
 
 def memory_rows() -> int:
@@ -65,24 +65,24 @@ def memory_rows() -> int:
 
 
 @dataclass
-class Narrow:
-    """The narrow columns of a trace's rows, in row order: frames held in memory and,
-    for a trace past :func:`memory_rows`, Arrow IPC files of them."""
+class Frames:
+    """Frames in order (a trace's narrow columns, or its flow events): held in memory
+    and, past :func:`memory_rows` rows, in Arrow IPC files (see :class:`Held`)."""
 
     pieces: list[pl.DataFrame | Path] = field(default_factory=list)
     rows: int = 0
 
-    def extend(self, other: Narrow) -> None:
+    def extend(self, other: Frames) -> None:
         self.pieces.extend(other.pieces)
         self.rows += other.rows
 
     def in_memory(self) -> pl.DataFrame | None:
-        """All rows as one frame, or None when some are on disk or they are too many."""
+        """All rows as one frame (without columns if there are none), or None when some
+        are on disk or they are too many."""
         if self.rows > memory_rows() or any(isinstance(p, Path) for p in self.pieces):
             return None
         frames = [p for p in self.pieces if isinstance(p, pl.DataFrame)]
-        return pl.concat(frames, rechunk=False) if frames else \
-            pl.DataFrame(schema={S.START_NS: pl.Int64, S.DUR_NS: pl.Int64, "_step_no": pl.Int64})
+        return pl.concat(frames, rechunk=False) if frames else pl.DataFrame()
 
     def frames(self) -> Iterator[pl.DataFrame]:
         """The rows a batch at a time, in order (files are read, never mapped)."""
@@ -103,32 +103,22 @@ class Narrow:
         self.pieces = []
 
 
-class Spill:
-    """Writes batches to ``path`` (Arrow IPC stream) and keeps their narrow columns: in
-    memory up to ``limit`` rows, then in files beside ``path``."""
+class Held:
+    """Collects frames in order: in memory up to ``limit`` rows, then all of them in
+    Arrow IPC files in ``folder`` (None: the system's temporary folder)."""
 
-    def __init__(self, path: Path, limit: int | None = None) -> None:
-        self.path = path
+    def __init__(self, folder: Path | None, limit: int | None = None,
+                 suffix: str = ".narrow.arrow") -> None:
+        self.folder = folder
         self.limit = memory_rows() if limit is None else limit
-        self._sink = pa.OSFile(str(path), "wb")
-        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
-        self.narrow = Narrow()
+        self.suffix = suffix
+        self.frames = Frames()
         self._held: list[pl.DataFrame] = []
         self._out: tuple[pa.OSFile, pa.ipc.RecordBatchStreamWriter, pa.Schema] | None = None
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        if self._writer is None:
-            self._writer = pa.ipc.new_stream(self._sink, batch.schema)
-        self._writer.write_batch(batch)
-        part = pl.from_arrow(batch.select([c for c in NARROW if c in batch.schema.names]))
-        assert isinstance(part, pl.DataFrame)
-        names = pl.Series(batch.column(S.NAME))
-        part = part.with_columns(
-            *(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL if c in part.columns),
-            _step_no=names.str.extract(STEP_NAME, 1).cast(pl.Int64),
-        )
-        self.narrow.rows += part.height
-        if self._out is None and self.narrow.rows <= self.limit:
+    def add(self, part: pl.DataFrame) -> None:
+        self.frames.rows += part.height
+        if self._out is None and self.frames.rows <= self.limit:
             self._held.append(part)
             return
         for held in self._held:
@@ -139,15 +129,15 @@ class Spill:
     def _write(self, part: pl.DataFrame) -> None:
         table = part.to_arrow()
         if self._out is not None and self._out[2] != table.schema:
-            self._close_out()
+            self._close()
         if self._out is None:
-            path = temporary(self.path.parent, ".narrow.arrow")
-            self.narrow.pieces.append(path)
+            path = temporary(self.folder, self.suffix)
+            self.frames.pieces.append(path)
             sink = pa.OSFile(str(path), "wb")
             self._out = (sink, pa.ipc.new_stream(sink, table.schema), table.schema)
         self._out[1].write_table(table)
 
-    def _close_out(self) -> None:
+    def _close(self) -> None:
         if self._out is not None:
             sink, writer, _ = self._out
             self._out = None
@@ -156,7 +146,45 @@ class Spill:
             finally:
                 sink.close()
 
-    def finish(self) -> Narrow:
+    def finish(self) -> Frames:
+        """Close the files; every frame added, in order."""
+        self._close()
+        if self._held:
+            self.frames.pieces.append(pl.concat(self._held, rechunk=False))
+            self._held = []
+        return self.frames
+
+    def discard(self) -> None:
+        self._held = []
+        try:
+            self._close()
+        finally:
+            self.frames.discard()
+
+
+class Spill:
+    """Writes batches to ``path`` (Arrow IPC stream) and keeps their narrow columns: in
+    memory up to ``limit`` rows, then in files beside ``path``."""
+
+    def __init__(self, path: Path, limit: int | None = None) -> None:
+        self.path = path
+        self._sink = pa.OSFile(str(path), "wb")
+        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
+        self.narrow = Held(path.parent, limit)
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if self._writer is None:
+            self._writer = pa.ipc.new_stream(self._sink, batch.schema)
+        self._writer.write_batch(batch)
+        part = pl.from_arrow(batch.select([c for c in NARROW if c in batch.schema.names]))
+        assert isinstance(part, pl.DataFrame)
+        names = pl.Series(batch.column(S.NAME))
+        self.narrow.add(part.with_columns(
+            *(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL if c in part.columns),
+            _step_no=names.str.extract(STEP_NAME, 1).cast(pl.Int64),
+        ))
+
+    def finish(self) -> Frames:
         """Close the files; the narrow columns of every row added, in order."""
         try:
             if self._writer is None:  # no rows at all
@@ -164,26 +192,20 @@ class Spill:
             self._writer.close()
         finally:
             self._sink.close()
-            self._close_out()
-        if self._held:
-            self.narrow.pieces.append(pl.concat(self._held, rechunk=False))
-            self._held = []
-        return self.narrow
+        return self.narrow.finish()
 
     def discard(self) -> None:
-        self._held = []
         try:
             if self._writer is not None:
                 self._writer.close()
         finally:
             self._sink.close()
             self.path.unlink(missing_ok=True)
-            self._close_out()
             self.narrow.discard()
 
 
 def spill_all(batches: Iterable[pa.RecordBatch], path: Path, limit: int | None = None
-              ) -> Narrow:
+              ) -> Frames:
     """Spill every batch to ``path``; their narrow columns. On failure nothing is left."""
     spill = Spill(path, limit)
     try:

@@ -52,7 +52,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.linking import COLUMNS, Linker
 from neurontrace.nesting import depths, in_order, parents_in_order
 from neurontrace.readers.base import Events
-from neurontrace.spill import Narrow, complete
+from neurontrace.spill import Frames, complete
 
 #: Rows per bucket (and per row range), unless ``$NEURONTRACE_BUCKET_ROWS`` says.
 BUCKET_ROWS = "NEURONTRACE_BUCKET_ROWS"
@@ -74,7 +74,7 @@ def bucket_rows() -> int:
     return int(given) if given.isdigit() and int(given) > 0 else DEFAULT_BUCKET_ROWS
 
 
-def derive(narrow: Narrow, ev: Events, diag: Diagnostics, workdir: Path | None) -> Ranges:
+def derive(narrow: Frames, ev: Events, diag: Diagnostics, workdir: Path | None) -> Ranges:
     """The derived columns of every row of ``narrow``, in files under ``workdir``."""
     folder = Path(tempfile.mkdtemp(prefix=".neurontrace-sweep-", dir=workdir))
     try:
@@ -123,7 +123,7 @@ class _Files:
 
 
 class _Sweep:
-    def __init__(self, narrow: Narrow, ev: Events, diag: Diagnostics, folder: Path) -> None:
+    def __init__(self, narrow: Frames, ev: Events, diag: Diagnostics, folder: Path) -> None:
         self.narrow = narrow
         self.ev = ev
         self.diag = diag
@@ -210,15 +210,20 @@ class _Sweep:
     def _split_flows(self) -> None:
         """The flow events into files by bucket (of their time); the reader's table of
         them is let go."""
-        if self.ev.flows is None:
-            return
-        for batch in self.ev.flows.to_batches(max_chunksize=self.size):
-            fl = pl.from_arrow(batch)
-            assert isinstance(fl, pl.DataFrame)
+        for fl in self._flow_frames():
             fl = fl.with_columns(_b=self._bucket(fl.get_column("ts_ns")))
             for (b,), part in fl.partition_by("_b", as_dict=True).items():
                 self.flows.write(int(b), part.drop("_b"))
         self.ev.flows = None
+
+    def _flow_frames(self) -> Iterator[pl.DataFrame]:
+        if self.ev.flow_files is not None:
+            yield from self.ev.flow_files.frames()
+        elif self.ev.flows is not None:
+            for batch in self.ev.flows.to_batches(max_chunksize=self.size):
+                fl = pl.from_arrow(batch)
+                assert isinstance(fl, pl.DataFrame)
+                yield fl
 
     # -- pass 3: the buckets in time order ---------------------------------------------
     def _sweep(self) -> None:

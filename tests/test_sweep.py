@@ -120,7 +120,8 @@ def test_corpus_traces_sweep_alike(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPatch,
                                                    tmp_path: Path) -> None:
-    """Spans decoded in worker processes write their narrow columns to files too."""
+    """Spans decoded in worker processes write their narrow columns (and flow events)
+    to files too."""
     import gzip
 
     from neurontrace.readers.kineto import spans
@@ -135,14 +136,17 @@ def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv(spill.MEMORY_ROWS, "30")  # 10 rows a span, then files
     monkeypatch.setenv(sweep.BUCKET_ROWS, "200")
     pieces: list[object] = []
-    frames = spill.Narrow.frames
+    frames = spill.Frames.frames
 
-    def seen(self: spill.Narrow) -> Any:
+    def seen(self: spill.Frames) -> Any:
         pieces.extend(self.pieces)
         return frames(self)
 
-    monkeypatch.setattr(spill.Narrow, "frames", seen)
+    monkeypatch.setattr(spill.Frames, "frames", seen)
     got, diag = _load(path)
-    assert len({p for p in pieces if isinstance(p, Path)}) == 3  # each span wrote a file
+    files = {p.name.rsplit(".", 2)[-2] for p in pieces if isinstance(p, Path)}
+    assert files == {"narrow", "flows"}  # rows and flow events past the limit: in files
+    narrow = {p for p in pieces if isinstance(p, Path) and p.name.endswith(".narrow.arrow")}
+    assert len(narrow) == 3  # one per span
     assert got.equals(want)
     assert diag.counts == want_diag.counts

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from neurontrace.spill import Narrow
+    from neurontrace.spill import Frames
 
 from neurontrace.diagnostics import Diagnostics
 
@@ -58,7 +58,12 @@ class Events:
     #: parallel processes): called with the folder for temporary files (None: the
     #: system's), it returns the spill files in row order and the rows' narrow columns
     #: (see :mod:`neurontrace.spill`); ``batches`` is then not used.
-    spill: Callable[[Path | None], tuple[list[Path], Narrow]] | None = None
+    spill: Callable[[Path | None], tuple[list[Path], Frames]] | None = None
+    #: The folder for temporary files, set by the assembler before ``batches`` is read.
+    workdir: Path | None = None
+    #: Flow events too many to hold, in files (``flows`` is then None); see
+    #: :class:`neurontrace.spill.Held`.
+    flow_files: Frames | None = None
 
 
 class Reader(Protocol):

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 
 from neurontrace.diagnostics import Diagnostics
@@ -28,6 +29,7 @@ from neurontrace.readers.kineto.events import (
     lenient,
     record_repairs,
 )
+from neurontrace.spill import Frames, Held
 
 _HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
                 b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
@@ -59,17 +61,21 @@ class KinetoReader:
         self, path: Path, diag: Diagnostics, progress: Progress | None, ev: Events
     ) -> Iterator[pa.RecordBatch]:
         stream = ArrayStream(path, KEY)
-        part = Part()
-        yield from part.rows(stream, path, diag, progress)
-        finish(ev, path, stream.outer, part.flows, part.meta)
+        part = Part(Held(ev.workdir, suffix=".flows.arrow"))
+        try:
+            yield from part.rows(stream, path, diag, progress)
+        except BaseException:
+            part.flows.discard()
+            raise
+        finish(ev, path, stream.outer, part.flows.finish(), part.meta)
 
 
 class Part:
     """What reading the events of one span of a trace (or all of it) collects besides
     its rows: flows and track names."""
 
-    def __init__(self) -> None:
-        self.flows: list[pa.RecordBatch] = []
+    def __init__(self, flows: Held) -> None:
+        self.flows = flows
         self.meta = Metadata()
 
     def rows(self, stream: ArrayStream, path: Path, diag: Diagnostics,
@@ -78,18 +84,25 @@ class Part:
         for chunk in stream.decoded(decode_events):
             batch, flow = _convert(chunk, path, self.meta, diag)
             if flow is not None:
-                self.flows.append(flow)
+                events = pl.from_arrow(flow)
+                assert isinstance(events, pl.DataFrame)
+                self.flows.add(events)
             if progress is not None:
                 progress(min(stream.position(), total), total)
             yield batch
 
 
-def finish(ev: Events, path: Path, trace: dict[str, Any], flows: list[pa.RecordBatch],
+def finish(ev: Events, path: Path, trace: dict[str, Any], flows: Frames,
            meta: Metadata) -> None:
     """Fill in what the whole trace has been read for."""
     base = trace.get("baseTimeNanoseconds")
     base_ns = base if isinstance(base, int) and not isinstance(base, bool) else 0
-    ev.flows = pa.Table.from_batches(flows, schema=FLOWS_SCHEMA)
+    held = flows.in_memory()
+    if held is None:  # too many to hold: in files (see neurontrace.sweep)
+        ev.flows, ev.flow_files = None, flows
+    else:
+        ev.flows = held.to_arrow().cast(FLOWS_SCHEMA) if held.width else \
+            FLOWS_SCHEMA.empty_table()
     ev.trace = trace
     ev.clock = {
         "method": "kineto",

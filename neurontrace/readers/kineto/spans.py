@@ -23,8 +23,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.executors import READ_WORKERS, Processes
@@ -38,7 +36,7 @@ from neurontrace.readers.jsonstream import (
 )
 from neurontrace.readers.kineto import KEY, Part, finish
 from neurontrace.readers.kineto.columns import Metadata
-from neurontrace.spill import Narrow, memory_rows, spill_all, temporary
+from neurontrace.spill import Frames, Held, memory_rows, spill_all, temporary
 
 #: Files smaller than two of these are read in one go.
 MIN_SPAN = 48 << 20
@@ -106,9 +104,9 @@ class Job:
 @dataclass
 class Result:
     index: int
-    narrow: Narrow | None  # None: the span could not be read (see ``failed``)
+    narrow: Frames | None  # None: the span could not be read (see ``failed``)
     failed: str = ""
-    flows: list[pa.RecordBatch] = field(default_factory=list)
+    flows: Frames = field(default_factory=Frames)
     meta: Metadata = field(default_factory=Metadata)
     diag: Diagnostics = field(default_factory=Diagnostics)
     head: bytes = b""
@@ -118,17 +116,22 @@ class Result:
 def read_span(job: Job, progress: Progress | None = None) -> Result:
     """Decode one span and spill its rows (runs in a worker process, or this one)."""
     diag = Diagnostics()
-    part = Part()
+    part = Part(Held(job.spill.parent, job.limit, ".flows.arrow"))
     stream = ArrayStream(job.path, KEY, start=job.start, stop=job.stop)
     try:
         narrow = spill_all(part.rows(stream, job.path, diag, progress), job.spill, job.limit)
     except (Misaligned, BadInput) as e:
+        part.flows.discard()
         return Result(job.index, None, failed=str(e))
-    return Result(job.index, narrow, "", part.flows, part.meta, diag, stream.head, stream.tail)
+    except BaseException:
+        part.flows.discard()
+        raise
+    return Result(job.index, narrow, "", part.flows.finish(), part.meta, diag, stream.head,
+                  stream.tail)
 
 
 def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress | None,
-          ev: Events, workdir: Path | None) -> tuple[list[Path], Narrow]:
+          ev: Events, workdir: Path | None) -> tuple[list[Path], Frames]:
     """Decode ``spans`` of ``path`` in parallel; fill ``ev`` as a serial read would."""
     limit = max(1, memory_rows() // len(spans))  # every span's rows may come back here
     jobs = [Job(i, path, a, b, temporary(workdir), limit) for i, (a, b) in enumerate(spans)]
@@ -150,6 +153,7 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
         for r in results:
             if r is not None and r.narrow is not None:
                 r.narrow.discard()
+                r.flows.discard()
 
     thread = threading.Thread(target=others, name="neurontrace-spans", daemon=True)
     thread.start()
@@ -167,7 +171,7 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
         return _serial(ev, workdir)
     done = [r for r in results if r is not None]
     meta = Metadata()
-    flows: list[pa.RecordBatch] = []
+    flows = Frames()
     for r in done:
         diag.merge(r.diag)
         meta.merge(r.meta)
@@ -175,14 +179,14 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
     head, tail = done[0].head, done[-1].tail
     assert tail is not None  # the last span reads to the array's end
     finish(ev, path, outer_fields(path, KEY, head, *tail), flows, meta)
-    narrow = Narrow()
+    narrow = Frames()
     for r in done:
         if r.narrow is not None:
             narrow.extend(r.narrow)
     return [job.spill for job in jobs], narrow
 
 
-def _serial(ev: Events, workdir: Path | None) -> tuple[list[Path], Narrow]:
+def _serial(ev: Events, workdir: Path | None) -> tuple[list[Path], Frames]:
     out = temporary(workdir)
     return [out], spill_all(ev.batches, out)
 
