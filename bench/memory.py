@@ -1,5 +1,5 @@
 """Peak memory of ``neurontrace convert`` as traces grow: CPU traces of several sizes,
-the largest gzipped too, and a CUDA trace of the largest size.
+the largest gzipped too, and CUDA traces of the same sizes.
 
     python bench/memory.py [--sizes 0.5 1 2] [--no-cuda]
 
@@ -46,13 +46,13 @@ def main() -> None:
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sizes", type=float, nargs="+", default=[0.5, 1.0, 2.0],
                     help="sizes of the CPU traces, GB")
-    ap.add_argument("--no-cuda", action="store_true", help="skip the CUDA trace")
+    ap.add_argument("--no-cuda", action="store_true", help="skip the CUDA traces")
     a = ap.parse_args()
     top = max(a.sizes)
     runs = [_trace("trace", gb, gb == top) for gb in a.sizes]
     runs.append(runs[-1].with_name(runs[-1].name + ".gz"))
     if not a.no_cuda:
-        runs.append(_trace("cuda", top, False))
+        runs += [_trace("cuda", gb, False) for gb in a.sizes]
     out = Path(tempfile.mkdtemp(prefix="nt-mem-"))
     import pyarrow.parquet as pq
 

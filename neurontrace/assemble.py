@@ -146,7 +146,7 @@ def _derive(df: pl.DataFrame, ev: Events, diag: Diagnostics) -> pl.DataFrame:
     lanes = _aligned(rows, _lanes(df, ev))
     df = df.drop(S.TRACK, strict=False).hstack(lanes)
     df = df.hstack(_aligned(rows, _nesting(df, diag)))
-    df = df.hstack(_aligned(rows, _steps(df, _step_spans(df))))
+    df = df.hstack(_aligned(rows, steps(df, step_spans(df))))
     flows = _aligned(rows, _flows(df, ev, diag))
     if S.FLOW_IDS in df.columns:  # given by the reader; flow events fill the rest
         df = df.with_columns(pl.coalesce(pl.col(S.FLOW_IDS), flows.get_column(S.FLOW_IDS)))
@@ -241,7 +241,7 @@ def _nesting(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
     )
 
 
-def _step_spans(df: pl.DataFrame) -> pl.DataFrame:
+def step_spans(df: pl.DataFrame) -> pl.DataFrame:
     """The ``ProfilerStep#N`` spans of ``df``: ``s_start``, ``s_end``, ``step``."""
     return (
         df.filter(
@@ -257,14 +257,15 @@ def _step_spans(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _steps(df: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+def steps(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     """``step``: N of the ProfilerStep#N span whose time range holds the event's start
-    (device rows are then given their launching op's step, see :func:`_derive`)."""
-    steps = steps.sort("s_start")
-    if steps.height == 0:
+    (device rows are then given their launching op's step, see :func:`_derive`);
+    ``spans`` are the ProfilerStep spans (:func:`step_spans`)."""
+    spans = spans.sort("s_start")
+    if spans.height == 0:
         return df.select(S.ROW, pl.lit(None, _I64).alias(S.STEP))
     order = df.select(S.ROW, S.START_NS).sort(S.START_NS)
-    hit = order.join_asof(steps, left_on=S.START_NS, right_on="s_start", strategy="backward")
+    hit = order.join_asof(spans, left_on=S.START_NS, right_on="s_start", strategy="backward")
     hit = hit.select(
         S.ROW,
         pl.when(pl.col(S.START_NS) < pl.col("s_end")).then(pl.col("step")).alias(S.STEP),

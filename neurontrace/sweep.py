@@ -15,9 +15,9 @@ next, with the child time counted so far (a span's ``self_ns`` is known when it 
 Flows: a flow binds to a span starting at its time (same bucket) or the last span on its
 thread started before it, so each thread's last span is carried. Steps: the
 ``ProfilerStep`` spans are few and kept whole. Links (``framework_row``) join runtime and
-device rows to framework rows anywhere in the trace: they are computed at the end, on
-the runtime and device rows and only the framework rows they name, so their memory
-follows the number of runtime and device rows (none in a CPU-only trace).
+device rows to framework rows anywhere in the trace: they are computed at the end by
+:mod:`neurontrace.linking`, a row range at a time, from tables with one entry per link
+key (none in a CPU-only trace), so their memory follows the number of keys.
 
 The result is the in-memory derivation's, row for row; ``tests/test_sweep.py`` checks
 that on every fixture with buckets of a few rows.
@@ -40,12 +40,12 @@ import pyarrow.ipc
 from neurontrace import schema as S
 from neurontrace.assemble import (
     DERIVED,
-    _step_spans,
-    _steps,
     flow_ids,
     flow_pairs,
     lane_keys,
     lane_names,
+    step_spans,
+    steps,
     warn_unbound,
 )
 from neurontrace.diagnostics import Diagnostics
@@ -61,9 +61,6 @@ DEFAULT_BUCKET_ROWS = 250_000
 _SAMPLE = 100_000
 
 _I64 = pl.Int64
-#: What the sweep writes per row into the row-range files.
-_OUT = {S.ROW: _I64, "lane": _I64, S.PARENT: _I64, S.DEPTH: pl.Int32, S.SELF_NS: _I64,
-        S.STEP: pl.Int32}
 #: What a carried (open) span holds.
 _CARRIED = {"row": _I64, "lane": _I64, "start": _I64, "dur": _I64, S.STEP: pl.Int32,
             "fw": pl.Boolean, S.EXTERNAL_ID: _I64, "covered": _I64, "old": pl.Boolean}
@@ -147,7 +144,7 @@ class _Sweep:
     def _survey(self) -> None:
         rows = self.narrow.rows
         stride = max(1, rows // _SAMPLE)
-        firsts, steps, samples = [], [], []
+        firsts, spans_of_steps, samples = [], [], []
         self.keys: list[str] = []
         self.given_flows = False
         self.has_links = False
@@ -158,7 +155,7 @@ class _Sweep:
             self.given_flows = S.FLOW_IDS in f.columns
             firsts.append(f.select(*self.keys, S.LAYER).unique(
                 subset=self.keys, keep="first", maintain_order=True))
-            steps.append(_step_spans(f))
+            spans_of_steps.append(step_spans(f))
             # a copy: a view would keep the whole batch it was read with alive
             samples.append(f.get_column(S.START_NS).to_numpy()[(-offset) % stride::stride].copy())
             self.has_links = self.has_links or bool(
@@ -168,7 +165,7 @@ class _Sweep:
         lanes = lanes.with_columns(lane=pl.struct(self.keys).rank("dense").cast(_I64) - 1)
         self.lanes = lanes.select(*self.keys, "lane")
         self.names = lane_names(lanes.sort("lane"), self.ev)
-        self.steps = pl.concat(steps)
+        self.step_spans = pl.concat(spans_of_steps)
         sample = np.sort(np.concatenate(samples)) if samples else np.zeros(0, np.int64)
         n = -(-rows // self.size)
         if n <= 1 or len(sample) == 0:
@@ -236,7 +233,7 @@ class _Sweep:
                 df = self.buckets.read(b)
                 if df is None:
                     df = self._empty_bucket()
-                st = _steps(df.select(S.ROW, S.START_NS), self.steps)
+                st = steps(df.select(S.ROW, S.START_NS), self.step_spans)
                 df = df.join(st.select(S.ROW, pl.col(S.STEP).cast(pl.Int32)), on=S.ROW,
                              how="left")
                 nxt = int(self.bounds[b]) if b < len(self.bounds) else None
@@ -359,7 +356,7 @@ class _Sweep:
             rows = ops.to_frame(S.ROW)
             found = [b.select(S.ROW, S.START_NS).join(rows, on=S.ROW, how="semi")
                      for b in self._each_bucket()]
-            return _steps(pl.concat(found), self.steps) if found else \
+            return steps(pl.concat(found), self.step_spans) if found else \
                 pl.DataFrame(schema={S.ROW: _I64, S.STEP: _I64})
         finally:
             for b in range(len(self.bounds) + 1):
