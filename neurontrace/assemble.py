@@ -378,8 +378,8 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
     fw = df.filter(~not_fw)
     linker = linking.Linker(
         lambda: iter([mine]),
-        lambda refs: fw.filter(pl.col(S.EXTERNAL_ID).is_in(refs)).select(
-            S.ROW, S.CATEGORY, S.EXTERNAL_ID),
+        lambda refs: fw.select(S.ROW, S.CATEGORY, S.EXTERNAL_ID).join(
+            refs.to_frame(S.EXTERNAL_ID), on=S.EXTERNAL_ID, how="semi", maintain_order="left"),
         fw.filter(pl.col(S.FLOW_IDS).is_not_null()).select(S.ROW, S.FLOW_IDS),
         diag,
     )
