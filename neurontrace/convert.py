@@ -56,10 +56,14 @@ def _assemble(src: Source, rank: int | None, progress: Progress | None,
         ev.rank = src.rank
     built = assemble(ev, diag, rank=rank, workdir=workdir,
                      read=digest.start if isinstance(digest, Later) else None)
-    source: dict[str, object] = {"path": str(src.path), "format": src.format,
-                                 "bytes": _size(src.path)}
-    if digest is not None:
-        source["digest"] = digest()
+    source: dict[str, object] = {"path": str(src.path), "format": src.format}
+    try:
+        source["bytes"] = _size(src.path)
+        if digest is not None:
+            source["digest"] = digest()
+    except BaseException:
+        built.close()  # its temporary files
+        raise
     meta = store.metadata(
         source=[source],
         trace=ev.trace,
