@@ -60,6 +60,7 @@ class Linker:
         self.framework = framework
         self.fw_flows = fw_flows
         self.diag = diag
+        self.use_ext = True  # External id links ops to runtime calls (see _survey)
         self.by_ext: pl.DataFrame | None = None
         self.by_corr: pl.DataFrame | None = None
         self.by_flow = pl.DataFrame(schema={S.ROW: _I64, "_flow_row": _I64})
@@ -117,7 +118,6 @@ class Linker:
             calls += rt.height
             same += int(agree.sum() or 0)
             known += agree.len() - agree.null_count()
-        self.use_ext = True
         if calls and known and same / known < 0.5:
             self.diag.warn(
                 "external_id_not_a_link",
@@ -175,6 +175,8 @@ class Linker:
             todo_parts.append(c.filter(known.is_null()).select(
                 S.ROW, pl.col(S.FLOW_IDS).alias("_fid")))
         flow_src = _first_per(sources, "_fid", "_flow_row")
+        if not todo_parts:  # no rows at all
+            return
         todo = pl.concat(todo_parts).sort(S.ROW, maintain_order=True).explode("_fid")
         hops = []
         for _ in range(FLOW_HOPS):
