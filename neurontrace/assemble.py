@@ -19,7 +19,7 @@ import pyarrow.ipc
 from neurontrace import linking
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.nesting import nest
+from neurontrace.nesting import at_positions, nearest, nest
 from neurontrace.readers.base import Events
 from neurontrace.spill import complete, spill_all, temporary
 
@@ -370,10 +370,11 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
         S.ROW, S.LAYER, S.CATEGORY, S.START_NS, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS,
         S.PARENT, S.DEVICE_COL, S.EXECUTION,
     )
-    nested = _nearest_framework_ancestor(df)
-    df = df.join(nested, on=S.ROW, how="left")
-    op_ext = df.select(pl.col(S.ROW).alias("_nest_row"), pl.col(S.EXTERNAL_ID).alias("_nest_ext"))
-    df = df.join(op_ext, on="_nest_row", how="left")
+    # The nearest framework span up each row's parent chain (rows are positions here).
+    up = nearest(df.get_column(S.PARENT).fill_null(-1).to_numpy(),
+                 df.select(pl.col(S.LAYER) == S.FRAMEWORK).to_series().to_numpy())
+    df = df.with_columns(at_positions(df.get_column(S.ROW), up).alias("_nest_row"),
+                         at_positions(df.get_column(S.EXTERNAL_ID), up).alias("_nest_ext"))
     mine = df.filter(not_fw).select(linking.COLUMNS)
     fw = df.filter(~not_fw)
     linker = linking.Linker(
@@ -384,20 +385,3 @@ def _framework_rows(df: pl.DataFrame, diag: Diagnostics) -> pl.DataFrame:
         diag,
     )
     return pl.concat(list(linker.links())).drop(S.LAYER)
-
-
-def _nearest_framework_ancestor(df: pl.DataFrame) -> pl.DataFrame:
-    """``_nest_row``: the nearest framework row up the ``parent`` chain (same track)."""
-    up = df.select(pl.col(S.ROW).alias("_p"), pl.col(S.LAYER).alias("_pl"),
-                   pl.col(S.PARENT).alias("_pp"))
-    cur = df.filter(pl.col(S.PARENT).is_not_null()).select(S.ROW, _p=S.PARENT)
-    found = []
-    while cur.height:
-        step = cur.join(up, on="_p", how="left")
-        found.append(step.filter(pl.col("_pl") == S.FRAMEWORK).select(S.ROW, _nest_row="_p"))
-        cur = step.filter(
-            (pl.col("_pl") != S.FRAMEWORK) & pl.col("_pp").is_not_null()
-        ).select(S.ROW, _p="_pp")
-    if not found:
-        return pl.DataFrame(schema={S.ROW: _I64, "_nest_row": _I64})
-    return pl.concat(found)

@@ -129,5 +129,22 @@ def parents_in_order(s: pl.DataFrame) -> np.ndarray:
 
 def _parent_rows(rows: np.ndarray, parent: np.ndarray) -> pl.Series:
     """The ``row`` of each parent position (null for none)."""
-    return pl.Series(rows[np.maximum(parent, 0)], dtype=_I64).scatter(
-        np.nonzero(parent < 0)[0], None)
+    return at_positions(pl.Series(rows, dtype=_I64), parent)
+
+
+def at_positions(values: pl.Series, positions: np.ndarray) -> pl.Series:
+    """``values`` at ``positions`` (null where a position is -1)."""
+    return values.gather(np.maximum(positions, 0)).scatter(np.nonzero(positions < 0)[0], None)
+
+
+def nearest(parent: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """For each position, its nearest ancestor (climbing ``parent``, -1: none) at which
+    ``stop`` holds, as a position (-1: none); rounds are the longest climb."""
+    up = parent.copy()
+    todo = np.nonzero(up >= 0)[0]
+    todo = todo[~stop[up[todo]]]
+    while len(todo):
+        up[todo] = parent[up[todo]]
+        todo = todo[up[todo] >= 0]
+        todo = todo[~stop[up[todo]]]
+    return up

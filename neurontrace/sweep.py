@@ -50,7 +50,7 @@ from neurontrace.assemble import (
 )
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.linking import COLUMNS, Linker
-from neurontrace.nesting import depths, in_order, parents_in_order
+from neurontrace.nesting import at_positions, depths, in_order, nearest, parents_in_order
 from neurontrace.readers.base import Events
 from neurontrace.spill import Frames, complete
 
@@ -277,24 +277,21 @@ class _Sweep:
             **{c: c for c in given})
         s = in_order(pl.concat([carried, new]))
         parent = parents_in_order(s)
-        rows = s.get_column("row").to_numpy()
         dur = s.get_column("dur").to_numpy()
         end = s.get_column("start").to_numpy() + dur
         child = (parent >= 0) & ~s.get_column("old").to_numpy()  # old children: counted
         covered = s.get_column("covered").to_numpy().copy()
         np.add.at(covered, parent[child], dur[child])  # exact int64 sums
-        has = parent >= 0
         out = s.select(
             "row", "lane",
-            pl.Series(S.PARENT, rows[np.maximum(parent, 0)], _I64).scatter(
-                np.nonzero(~has)[0], None),
+            at_positions(s.get_column("row"), parent).alias(S.PARENT),
             pl.Series(S.DEPTH, depths(parent)).cast(pl.Int32),
             pl.Series(S.SELF_NS, np.maximum(dur - covered, 0), _I64),
             S.STEP, *given,
         )
         if self.has_links:
             self._keep_for_links(df, s, parent)
-        keep = end > nxt if nxt is not None else np.zeros(len(rows), bool)
+        keep = end > nxt if nxt is not None else np.zeros(len(dur), bool)
         self._emit(self.ranges, out.filter(~keep))
         others = df.filter(~pl.col("span")).select(
             S.ROW, "lane", pl.lit(None, _I64).alias(S.PARENT),
@@ -315,21 +312,11 @@ class _Sweep:
         """Runtime and device rows, with their nearest framework ancestor (its row and
         External id), for :mod:`neurontrace.linking` at the end."""
         fw = s.get_column("fw").to_numpy()
-        up = parent.copy()
-        todo = np.nonzero(up >= 0)[0]
-        todo = todo[~fw[up[todo]]]
-        while len(todo):  # climb until a framework span (or the top)
-            up[todo] = parent[up[todo]]
-            todo = todo[up[todo] >= 0]
-            todo = todo[~fw[up[todo]]]
-        found = up >= 0
-        at = np.maximum(up, 0)
-        rows = s.get_column("row").to_numpy()
+        up = nearest(parent, fw)
         nest = pl.DataFrame({
-            S.ROW: rows,
-            "_nest_row": pl.Series(rows[at], dtype=_I64).scatter(np.nonzero(~found)[0], None),
-            "_nest_ext": s.get_column(S.EXTERNAL_ID).gather(at).scatter(
-                np.nonzero(~found)[0], None),
+            S.ROW: s.get_column("row"),
+            "_nest_row": at_positions(s.get_column("row"), up),
+            "_nest_ext": at_positions(s.get_column(S.EXTERNAL_ID), up),
         }).filter(pl.Series(~fw & ~s.get_column("old").to_numpy()))
         mine = df.filter(~pl.col("fw")).join(nest, on=S.ROW, how="left")
         self._emit(self.links, mine.select(c for c in COLUMNS if c in mine.columns))
