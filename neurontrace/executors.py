@@ -216,9 +216,14 @@ class Ray:
 
 
 if __name__ == "__main__":
-    from neurontrace.quickstart import arrow_without_pandas, return_freed_memory
+    from neurontrace.quickstart import (
+        arrow_without_pandas,
+        no_blas_threads,
+        return_freed_memory,
+    )
 
     return_freed_memory()
+    no_blas_threads()
     arrow_without_pandas()
     _stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers

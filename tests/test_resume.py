@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from blake3 import blake3
 
 import neurontrace
 from neurontrace import schema as S
@@ -51,11 +52,19 @@ def test_content_digest_is_the_hash_of_every_byte(tmp_path: Path) -> None:
     a = tmp_path / "a.json"
     a.write_bytes(b"x" * (3 << 20) + b"y")
     before = content_digest(a)
-    assert before == "blake2b:" + hashlib.blake2b(a.read_bytes(), digest_size=32).hexdigest()
+    assert before == "blake3:" + blake3(a.read_bytes()).hexdigest()  # in one go
     st = a.stat()
     a.write_bytes(b"x" * (3 << 20) + b"z")  # same size, same mtime: still a new hash
     os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert content_digest(a) != before
+
+
+def test_content_digest_is_blake3(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    # BLAKE3's published hash of the empty input
+    want = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
+    assert content_digest(empty) == f"blake3:{want}"
 
 
 def test_jobs_convert_every_rank_and_record_the_input_hash(tmp_path: Path) -> None:
