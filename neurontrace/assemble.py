@@ -21,7 +21,7 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.nesting import at_positions, nearest, nest
 from neurontrace.readers.base import Events
-from neurontrace.spill import complete, spill_all, temporary
+from neurontrace.spill import complete, read_batches, spill_all, temporary
 
 _I64 = pl.Int64
 _EMPTY = pl.DataFrame(schema={S.START_NS: _I64, S.DUR_NS: _I64, "_step_no": _I64})
@@ -83,9 +83,7 @@ class Assembled:
 
     def _spilled(self) -> Iterator[pa.RecordBatch]:
         for path in self.spills:
-            # Read, not memory-mapped: the pages of a mapped file stay resident.
-            with pa.OSFile(str(path), "rb") as f:
-                yield from pa.ipc.open_stream(f)
+            yield from read_batches(path)
 
     def table(self) -> pa.Table:
         return pa.Table.from_batches(list(self.batches()), schema=S.SCHEMA)

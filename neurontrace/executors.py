@@ -13,6 +13,7 @@ or fork a process whose Arrow and Polars thread pools are running.
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import queue
@@ -82,12 +83,19 @@ class Processes:
         todo: queue.SimpleQueue[J] = queue.SimpleQueue()
         for job in jobs:
             todo.put(job)
+        self.share(fn, todo, done, min(self.n, len(jobs)))
+
+    def share(self, fn: Callable[[J], R], todo: queue.SimpleQueue[J],
+              done: Callable[[R], None], n: int | None = None) -> None:
+        """Run the jobs in ``todo`` in ``n`` (default ``self.n``) worker processes until
+        it is empty. Other threads may take jobs from ``todo`` too (and run them
+        themselves): the workers and they share the work as each is free."""
         results: queue.SimpleQueue[tuple[bool, Any] | None] = queue.SimpleQueue()
         stop = threading.Event()
         threads = [
             threading.Thread(target=_drive, args=(fn, todo, results, stop, self.env),
                              daemon=True)
-            for _ in range(min(self.n, len(jobs)))
+            for _ in range(self.n if n is None else n)
         ]
         for t in threads:
             t.start()
@@ -116,12 +124,20 @@ class Processes:
 def _drive(fn: Callable[[Any], Any], todo: queue.SimpleQueue[Any],
            results: queue.SimpleQueue[tuple[bool, Any] | None], stop: threading.Event,
            env: dict[str, str]) -> None:
-    """One worker process: send it jobs until none is left or ``stop`` is set."""
-    proc = subprocess.Popen([sys.executable, "-m", "neurontrace.executors"],
+    """One worker process: send it jobs until none is left or ``stop`` is set.
+
+    The worker imports ``fn``'s module, then says it is ready; only then is a job taken,
+    so that a job waits for whoever is free first (another worker, or the caller)
+    rather than for a process still starting."""
+    proc = subprocess.Popen([sys.executable, "-m", "neurontrace.executors", fn.__module__],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env=env)
     assert proc.stdin is not None and proc.stdout is not None
     try:
+        if proc.stdout.read(len(_READY)) != _READY:
+            results.put((False, WorkerDied(
+                f"a convert worker process did not start (exit status {proc.wait()})")))
+            return
         while not stop.is_set():
             try:
                 job = todo.get_nowait()
@@ -155,7 +171,15 @@ def _portable(e: BaseException) -> BaseException:
         return RuntimeError(f"{type(e).__name__}: {e}")
 
 
-def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+#: What a worker process writes once it is ready for jobs.
+_READY = b"ready\n"
+
+
+def _serve(stdin: IO[bytes], stdout: IO[bytes], preload: Sequence[str] = ()) -> None:
+    for module in preload:
+        importlib.import_module(module)
+    stdout.write(_READY)
+    stdout.flush()
     while True:
         try:
             fn, job = pickle.load(stdin)
@@ -228,6 +252,6 @@ if __name__ == "__main__":
     _stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
     try:
-        _serve(sys.stdin.buffer, _stdout)
+        _serve(sys.stdin.buffer, _stdout, sys.argv[1:])
     except (BrokenPipeError, KeyboardInterrupt):
         pass

@@ -1,7 +1,7 @@
 """One Kineto file decoded in parallel spans gives exactly the serial read's table.
 
-The spans are forced on small files (``MIN_SPAN`` 1 byte, no lead for this process,
-three processes), so every test below runs real worker processes.
+The spans are forced on small files (``MIN_SPAN`` 1 byte, three processes), so every
+test below runs real worker processes.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,6 @@ from support import FIXTURES, KINETO
 def forced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Spans on any file; returns the log of serial fallbacks taken."""
     monkeypatch.setattr(spans, "MIN_SPAN", 1)
-    monkeypatch.setattr(spans, "LEAD", 0)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
     fallbacks: list[str] = []
     serial = spans._serial
@@ -79,6 +79,50 @@ def test_spans_give_the_serial_table(name: str, tmp_path: Path, forced: list[str
     assert got.equals(want)
     assert got.schema.metadata == want.schema.metadata  # trace fields, clock, warnings
     assert diag.counts == want_diag.counts
+
+
+def test_spans_shrink_along_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spans, "MIN_SPAN", 10)
+    monkeypatch.setattr(spans, "MAX_SPANS", 100)
+    first, size = 7, 1007
+    cut = spans.targets(first, size, 2)
+    lengths = [b - a for a, b in zip([first, *cut], [*cut, size], strict=True)]
+    assert lengths[0] == 1000 // 4  # a quarter of the array for the first of 2 processes
+    assert lengths[:-1] == sorted(lengths[:-1], reverse=True)  # then less and less
+    assert min(lengths[:-1]) == 10 and 5 <= lengths[-1] < 15  # down to MIN_SPAN
+    assert sum(lengths) == 1000
+    monkeypatch.setattr(spans, "MAX_SPANS", 4)  # no more than about this many
+    assert len(spans.targets(first, size, 2)) == 4 - 1
+    assert spans.targets(first, first + 14, 2) == []  # too small to cut
+
+
+_READ_HERE: list[int] = []  # spans read by this process (a worker has its own list)
+_read_span = spans.read_span
+
+
+def _read_span_logged(job: spans.Job, progress: Any = None, here: bool = False
+                      ) -> spans.Result:
+    """read_span, logged, and slow enough (in every process) that the worker starts
+    while this process still has spans before it."""
+    _READ_HERE.append(job.index)
+    time.sleep(0.3)
+    return _read_span(job, progress, here)
+
+
+def test_every_process_takes_spans_as_it_is_free(
+        tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process reads span 0 and then, like the worker, the next span left."""
+    path = _plain(FIXTURES / "kineto/cpu-mlp-training.json.gz", tmp_path)
+    monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "2")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))  # workers import this
+    monkeypatch.setattr(spans, "read_span", _read_span_logged)
+    want, _ = _serial_load(path, monkeypatch)
+    _READ_HERE.clear()
+    got = neurontrace.load(path)
+    n = len(spans.plan(path))
+    assert n > 4 and _READ_HERE[0] == 0 and _READ_HERE == sorted(_READ_HERE)
+    assert 1 < len(_READ_HERE) < n  # the worker read the others
+    assert forced == [] and got.equals(want)
 
 
 def _trace_with_string_across_the_middle(path: Path) -> None:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 import neurontrace
+from neurontrace import schema as S
 from neurontrace import spill, sweep
 from neurontrace.diagnostics import Diagnostics
 
@@ -93,7 +94,8 @@ def test_nothing_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert [p.name for p in out.iterdir()] == ["t.parquet"]
 
 
-def test_narrow_columns_go_to_disk_past_the_limit(tmp_path: Path) -> None:
+def test_narrow_columns_go_to_disk_past_the_limit(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "x.spill.arrow"
     table = neurontrace.load(FIXTURES / "kineto" / "nested-ops.json")
     batches = table.select([c for c in table.schema.names if c not in ("row", "rank")]
@@ -102,8 +104,12 @@ def test_narrow_columns_go_to_disk_past_the_limit(tmp_path: Path) -> None:
     files = [p for p in narrow.pieces if isinstance(p, Path)]
     assert len(files) == 1 and files[0].exists()
     assert narrow.rows == table.num_rows
-    assert narrow.in_memory() is None
     assert sum(f.height for f in narrow.frames()) == table.num_rows
+    held = narrow.in_memory()  # few enough to derive in memory: read back
+    assert held is not None
+    assert held.get_column(S.START_NS).to_list() == table.column(S.START_NS).to_pylist()
+    monkeypatch.setenv(spill.MEMORY_ROWS, str(table.num_rows - 1))
+    assert narrow.in_memory() is None  # too many: swept out of core
     narrow.discard()
     assert not files[0].exists()
 
@@ -131,9 +137,9 @@ def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPat
         (FIXTURES / "kineto" / "cpu-mlp-training.json.gz").read_bytes()))
     want, want_diag = _load(path)
     monkeypatch.setattr(spans, "MIN_SPAN", 1)
-    monkeypatch.setattr(spans, "LEAD", 0)
+    monkeypatch.setattr(spans, "MAX_SPANS", 3)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
-    monkeypatch.setenv(spill.MEMORY_ROWS, "30")  # 10 rows a span, then files
+    monkeypatch.setenv(spill.MEMORY_ROWS, "30")  # a few rows a span, then files
     monkeypatch.setenv(sweep.BUCKET_ROWS, "200")
     pieces: list[object] = []
     frames = spill.Frames.frames
@@ -147,6 +153,6 @@ def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPat
     files = {p.name.rsplit(".", 2)[-2] for p in pieces if isinstance(p, Path)}
     assert files == {"narrow", "flows"}  # rows and flow events past the limit: in files
     narrow = {p for p in pieces if isinstance(p, Path) and p.name.endswith(".narrow.arrow")}
-    assert len(narrow) == 3  # one per span
+    assert len(narrow) == len(spans.plan(path)) >= 3  # one per span
     assert got.equals(want)
     assert diag.counts == want_diag.counts

@@ -1,13 +1,16 @@
-"""One large trace decoded in parallel: spans of its event array, one per process.
+"""One large trace decoded in parallel: spans of its event array, shared by processes.
 
-    {"traceEvents": [ e0, e1, ... ek, | ek+1, ... em, | em+1, ... ], "traceName": ...}
-                     span 0: this process | span 1: worker | span 2: worker
+    {"traceEvents": [ e0, ... ek, | ek+1, ... em, | em+1, ... | ... | ...], "traceName": ...}
+                      span 0       span 1          span 2       ...  (each smaller)
 
 Each span is read by the code that reads a whole file (:class:`ArrayStream` with a
-start and a stop, then :class:`Part`) and spilled to its own Arrow IPC file, in its own
-process; this process reads the first span meanwhile, longer by what it reads while the
-workers start. Rows keep file order, span after span, so the table is the one a serial
-read gives; the spans' warnings, flows and track names are merged in order.
+start and a stop, then :class:`Part`) and spilled to its own Arrow IPC file. This
+process and the worker processes take the spans in order, each the next one as soon as
+it is free: this process starts on span 0 at once, a worker once it has started. The
+spans shrink along the file (each about ``1 / (2 * processes)`` of what is left), so
+the processes finish within a small span of each other whatever their speeds. Rows keep
+file order, span after span, so the table is the one a serial read gives; the spans'
+warnings, flows and track names are merged in order.
 
 A cut is found by a byte pattern (``},`` then ``{``) that could sit inside a string:
 the span that stops there proves it by ending on a whole event. When one does not, or a
@@ -19,6 +22,7 @@ Compressed files are read serially (a gzip stream cannot be entered midway).
 from __future__ import annotations
 
 import os
+import queue
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,12 +42,13 @@ from neurontrace.readers.kineto import KEY, Part, finish
 from neurontrace.readers.kineto.columns import Metadata
 from neurontrace.spill import Frames, Held, memory_rows, spill_all, temporary
 
-#: Files smaller than two of these are read in one go.
-MIN_SPAN = 48 << 20
+#: Files smaller than two of these are read in one go; no span is smaller, unless it is
+#: the last ...
+MIN_SPAN = 16 << 20
+#: ... or the file is cut in more than this many.
+MAX_SPANS = 16
 #: Processes per file unless ``$NEURONTRACE_READ_WORKERS`` says otherwise.
 DEFAULT_MAX = 4
-#: About what this process reads while a worker process starts (0.3-0.4 s).
-LEAD = 64 << 20
 
 #: Each span worker keeps to one core: Polars and Arrow would start a thread per CPU in
 #: every process, which then contend for the same cores.
@@ -76,19 +81,31 @@ def plan(path: Path) -> list[Span]:
                 return []
     except OSError:
         return []
-    parts = min(n, size // MIN_SPAN)
-    if parts < 2:
+    if n < 2 or size < 2 * MIN_SPAN:
         return []
     try:
         first = array_start(path, KEY)
     except BadInput:
         return []  # the serial read says what is wrong
-    lead = min(LEAD, (size - first) // parts)
-    rest = size - first - lead
-    found = cuts(path, [first + lead + rest * i // parts for i in range(1, parts)])
+    found = cuts(path, targets(first, size, n))
     if not found:
         return []
     return list(zip([None, *found], [*found, None], strict=True))
+
+
+def targets(first: int, size: int, n: int) -> list[int]:
+    """Where to cut the bytes from ``first`` to ``size`` for ``n`` processes: each span
+    about ``1 / (2n)`` of what is left after the ones before it, none smaller than
+    :data:`MIN_SPAN` or a :data:`MAX_SPANS`-th of the whole, but the last (at least half
+    that)."""
+    smallest = max(MIN_SPAN, (size - first) // MAX_SPANS, 2)
+    at, rest = first, size - first
+    out = []
+    while rest - smallest >= smallest // 2:
+        step = max(rest // (2 * n), smallest)
+        at, rest = at + step, rest - step
+        out.append(at)
+    return out
 
 
 @dataclass(frozen=True)
@@ -113,13 +130,18 @@ class Result:
     tail: tuple[bytes, int] | None = None
 
 
-def read_span(job: Job, progress: Progress | None = None) -> Result:
-    """Decode one span and spill its rows (runs in a worker process, or this one)."""
+def read_span(job: Job, progress: Progress | None = None, here: bool = False) -> Result:
+    """Decode one span and spill its rows (runs in a worker process, or ``here``).
+
+    In a worker process every narrow column and flow event goes to a file too: the
+    result then crosses to this process as a few paths, not as pickled frames read from
+    a pipe by a thread that waits for the GIL while this process decodes."""
+    limit = job.limit if here else 0
     diag = Diagnostics()
-    part = Part(Held(job.spill.parent, job.limit, ".flows.arrow"))
+    part = Part(Held(job.spill.parent, limit, ".flows.arrow"))
     stream = ArrayStream(job.path, KEY, start=job.start, stop=job.stop)
     try:
-        narrow = spill_all(part.rows(stream, job.path, diag, progress), job.spill, job.limit)
+        narrow = spill_all(part.rows(stream, job.path, diag, progress), job.spill, limit)
     except (Misaligned, BadInput) as e:
         part.flows.discard()
         return Result(job.index, None, failed=str(e))
@@ -133,19 +155,31 @@ def read_span(job: Job, progress: Progress | None = None) -> Result:
 def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress | None,
           ev: Events, workdir: Path | None) -> tuple[list[Path], Frames]:
     """Decode ``spans`` of ``path`` in parallel; fill ``ev`` as a serial read would."""
-    limit = max(1, memory_rows() // len(spans))  # every span's rows may come back here
-    jobs = [Job(i, path, a, b, temporary(workdir), limit) for i, (a, b) in enumerate(spans)]
+    size = path.stat().st_size
+    jobs = [Job(i, path, a, b, temporary(workdir), _limit(a or 0, b or size, size))
+            for i, (a, b) in enumerate(spans)]
     results: list[Result | None] = [None] * len(jobs)
     errors: list[BaseException] = []
+    todo: queue.SimpleQueue[Job] = queue.SimpleQueue()
+    for job in jobs:
+        todo.put(job)
+    finished = [0]  # bytes of the spans read so far, for progress
+    lock = threading.Lock()  # keep() runs in this thread and in the workers' one
 
     def keep(r: Result) -> None:
         results[r.index] = r
+        job = jobs[r.index]
+        with lock:
+            finished[0] += (job.stop or size) - (job.start or 0)
+        if r.narrow is None:  # the file is read again serially: stop taking spans
+            _drain(todo)
 
     def others() -> None:
         try:
-            Processes(len(jobs) - 1, always=True, env=_ONE_THREAD).run(read_span, jobs[1:], keep)
+            Processes(workers() - 1, always=True, env=_ONE_THREAD).share(read_span, todo, keep)
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             errors.append(e)
+            _drain(todo)
 
     def discard() -> None:
         for job in jobs:
@@ -158,8 +192,14 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
     thread = threading.Thread(target=others, name="neurontrace-spans", daemon=True)
     thread.start()
     try:
-        keep(read_span(jobs[0], _scaled(progress, jobs[0].stop)))
+        while True:  # this process takes spans too, from span 0 on
+            try:
+                job = todo.get_nowait()
+            except queue.Empty:
+                break
+            keep(read_span(job, _shared(progress, finished), here=True))
     except BaseException:
+        _drain(todo)
         thread.join()
         discard()
         raise
@@ -186,13 +226,30 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
     return [job.spill for job in jobs], narrow
 
 
+def _limit(start: int, stop: int, size: int) -> int:
+    """Rows of a span whose narrow columns stay in memory: its share, by bytes, of
+    :func:`~neurontrace.spill.memory_rows`, and half as much again (events are not
+    spread evenly), so that the spans together never hold much more than that."""
+    return max(1, int(memory_rows() * (stop - start) / max(size, 1) * 1.5))
+
+
+def _drain(todo: queue.SimpleQueue[Job]) -> None:
+    """Take every job left, so that no process starts another."""
+    try:
+        while True:
+            todo.get_nowait()
+    except queue.Empty:
+        pass
+
+
 def _serial(ev: Events, workdir: Path | None) -> tuple[list[Path], Frames]:
     out = temporary(workdir)
     return [out], spill_all(ev.batches, out)
 
 
-def _scaled(progress: Progress | None, stop: int | None) -> Progress | None:
-    """Progress of the whole file, estimated from this process's span (the first)."""
-    if progress is None or not stop:
-        return progress
-    return lambda done, total: progress(min(done * (total or 0) // stop, total or 0), total)
+def _shared(progress: Progress | None, finished: list[int]) -> Progress | None:
+    """Progress of the whole file: the spans read so far (by any process) and what this
+    process has read of its current one."""
+    if progress is None:
+        return None
+    return lambda done, total: progress(min(finished[0] + done, total or 0), total)
