@@ -1,4 +1,9 @@
-"""``neurontrace convert``."""
+"""``neurontrace convert``.
+
+This module imports neither Arrow nor Polars (nor the readers, which do): a conversion
+that will decode its input in parallel starts its worker processes first, and they
+import those alongside this process (see :mod:`neurontrace.splitting`).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,32 @@ import neurontrace
 from neurontrace.cli.options import verbose_option
 from neurontrace.cli.progress import Bar
 from neurontrace.executors import EXECUTORS
-from neurontrace.readers import READERS
+from neurontrace.quickstart import arrow_without_pandas
+
+
+class _Formats(click.Choice):
+    """The readers' names as a choice, looked up only when ``--format`` is given or help
+    is shown (the registry imports every reader)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        from neurontrace.readers import READERS
+
+        return tuple(sorted(READERS))
+
+    @choices.setter
+    def choices(self, _: object) -> None:
+        pass  # click.Choice sets it
 
 
 @click.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.argument("out")
 @click.option(
-    "--format", "fmt", type=click.Choice(sorted(READERS)), default=None,
+    "--format", "fmt", type=_Formats(), default=None,
     help="Input format, instead of detecting it.",
 )
 @click.option("--rank", type=int, default=None, help="Rank to record, instead of the trace's.")
@@ -46,6 +69,11 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | N
     appears only when complete; inputs are never modified.
     """
     verbose = (ctx.obj or {}).get("verbose", 0)
+    if len(inputs) == 1 and fmt in (None, "kineto"):
+        from neurontrace.splitting import start_workers
+
+        start_workers(inputs[0])
+    arrow_without_pandas()
     bar = Bar("converting", progress)
     try:
         result = neurontrace.convert(list(inputs) if len(inputs) > 1 else inputs[0], out,

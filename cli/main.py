@@ -43,8 +43,8 @@ class Group(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
-        if name != "capture":  # every other command reads traces with pyarrow
-            arrow_without_pandas()
+        if name not in ("capture", "convert"):  # these read traces with pyarrow
+            arrow_without_pandas()  # (convert does it itself, once its workers start)
         module = importlib.import_module(f"neurontrace.cli.{COMMANDS[name]}")
         cmd = getattr(module, name.replace("-", "_"))
         assert isinstance(cmd, click.Command)

@@ -13,6 +13,7 @@ or fork a process whose Arrow and Polars thread pools are running.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import pickle
@@ -68,13 +69,16 @@ class Processes:
     A single job runs in this process, unless ``always`` (the caller is busy meanwhile).
     Workers never decode one file in parallel themselves (``NEURONTRACE_READ_WORKERS``
     is 1 there): the processes are the parallelism. ``env`` adds to their environment.
+    Workers started ahead by :func:`prestart` for the same module and ``env`` are taken
+    first.
     """
 
     def __init__(self, n: int, always: bool = False, env: dict[str, str] | None = None
                  ) -> None:
         self.n = n
         self.always = always
-        self.env = {**os.environ, READ_WORKERS: "1", **(env or {})}
+        self.extra = dict(env or {})
+        self.env = _worker_env(env)
 
     def run(self, fn: Callable[[J], R], jobs: Sequence[J], done: Callable[[R], None]) -> None:
         if len(jobs) < (1 if self.always else 2):
@@ -93,7 +97,8 @@ class Processes:
         results: queue.SimpleQueue[tuple[bool, Any] | None] = queue.SimpleQueue()
         stop = threading.Event()
         threads = [
-            threading.Thread(target=_drive, args=(fn, todo, results, stop, self.env),
+            threading.Thread(target=_drive,
+                             args=(fn, todo, results, stop, self.env, self.extra),
                              daemon=True)
             for _ in range(self.n if n is None else n)
         ]
@@ -121,17 +126,60 @@ class Processes:
             raise error
 
 
+def _worker_env(env: dict[str, str] | None) -> dict[str, str]:
+    return {**os.environ, READ_WORKERS: "1", **(env or {})}
+
+
+def _spawn(module: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A worker process that imports ``module`` before it says it is ready."""
+    return subprocess.Popen([sys.executable, "-m", "neurontrace.executors", module],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+
+#: Worker processes started ahead (:func:`prestart`), with their module and the
+#: environment variables they were given besides this process's.
+_started: list[tuple[str, dict[str, str], subprocess.Popen[bytes]]] = []
+_started_lock = threading.Lock()
+
+
+def prestart(module: str, n: int, env: dict[str, str] | None = None) -> None:
+    """Start ``n`` worker processes for functions of ``module`` now, for a
+    :class:`Processes` run with the same ``env`` to take over instead of starting its
+    own: a worker takes a quarter to half a second to start, which the caller can spend
+    importing. Their environment is this process's as it is now, with ``env`` added.
+    Workers never taken end when this process does."""
+    extra = dict(env or {})
+    with _started_lock:
+        if not _started:
+            atexit.register(_end_started)
+        _started.extend((module, extra, _spawn(module, _worker_env(extra))) for _ in range(n))
+
+
+def _take_started(module: str, extra: dict[str, str]) -> subprocess.Popen[bytes] | None:
+    with _started_lock:
+        for i, (m, e, proc) in enumerate(_started):
+            if m == module and e == extra and proc.poll() is None:
+                return _started.pop(i)[2]
+    return None
+
+
+def _end_started() -> None:
+    with _started_lock:
+        for _, _, proc in _started:
+            proc.kill()
+            proc.wait()
+        _started.clear()
+
+
 def _drive(fn: Callable[[Any], Any], todo: queue.SimpleQueue[Any],
            results: queue.SimpleQueue[tuple[bool, Any] | None], stop: threading.Event,
-           env: dict[str, str]) -> None:
+           env: dict[str, str], extra: dict[str, str]) -> None:
     """One worker process: send it jobs until none is left or ``stop`` is set.
 
     The worker imports ``fn``'s module, then says it is ready; only then is a job taken,
     so that a job waits for whoever is free first (another worker, or the caller)
     rather than for a process still starting."""
-    proc = subprocess.Popen([sys.executable, "-m", "neurontrace.executors", fn.__module__],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env=env)
+    proc = _take_started(fn.__module__, extra) or _spawn(fn.__module__, env)
     assert proc.stdin is not None and proc.stdout is not None
     try:
         if proc.stdout.read(len(_READY)) != _READY:

@@ -18,8 +18,11 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner
 
 import neurontrace
+from neurontrace import executors, splitting
+from neurontrace.cli.main import cli
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers.jsonstream import ArrayStream, Misaligned, cuts, outer_fields
@@ -31,7 +34,7 @@ from support import FIXTURES, KINETO
 @pytest.fixture
 def forced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Spans on any file; returns the log of serial fallbacks taken."""
-    monkeypatch.setattr(spans, "MIN_SPAN", 1)
+    monkeypatch.setattr(splitting, "MIN_SPAN", 1)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
     fallbacks: list[str] = []
     serial = spans._serial
@@ -82,18 +85,18 @@ def test_spans_give_the_serial_table(name: str, tmp_path: Path, forced: list[str
 
 
 def test_spans_shrink_along_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spans, "MIN_SPAN", 10)
-    monkeypatch.setattr(spans, "MAX_SPANS", 100)
+    monkeypatch.setattr(splitting, "MIN_SPAN", 10)
+    monkeypatch.setattr(splitting, "MAX_SPANS", 100)
     first, size = 7, 1007
-    cut = spans.targets(first, size, 2)
+    cut = splitting.targets(first, size, 2)
     lengths = [b - a for a, b in zip([first, *cut], [*cut, size], strict=True)]
     assert lengths[0] == 1000 // 4  # a quarter of the array for the first of 2 processes
     assert lengths[:-1] == sorted(lengths[:-1], reverse=True)  # then less and less
     assert min(lengths[:-1]) == 10 and 5 <= lengths[-1] < 15  # down to MIN_SPAN
     assert sum(lengths) == 1000
-    monkeypatch.setattr(spans, "MAX_SPANS", 4)  # no more than about this many
-    assert len(spans.targets(first, size, 2)) == 4 - 1
-    assert spans.targets(first, first + 14, 2) == []  # too small to cut
+    monkeypatch.setattr(splitting, "MAX_SPANS", 4)  # no more than about this many
+    assert len(splitting.targets(first, size, 2)) == 4 - 1
+    assert splitting.targets(first, first + 14, 2) == []  # too small to cut
 
 
 _READ_HERE: list[int] = []  # spans read by this process (a worker has its own list)
@@ -213,14 +216,50 @@ def test_a_stop_inside_an_element_is_misaligned(tmp_path: Path) -> None:
 def test_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch,
                                         tmp_path: Path) -> None:
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "1")
-    assert spans.workers() == 1
-    monkeypatch.setattr(spans, "MIN_SPAN", 1)
+    assert splitting.workers() == 1
+    monkeypatch.setattr(splitting, "MIN_SPAN", 1)
     assert spans.plan(_plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)) == []
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "6")
-    assert spans.workers() == 6  # given: more than the default cap is allowed
+    assert splitting.workers() == 6  # given: more than the default cap is allowed
     monkeypatch.delenv("NEURONTRACE_READ_WORKERS")
-    assert 1 <= spans.workers() <= spans.DEFAULT_MAX
+    assert 1 <= splitting.workers() <= splitting.DEFAULT_MAX
     assert spans.plan(KINETO / "cpu-mlp-training.json.gz") == []  # gzip: serial
+
+
+def test_workers_started_ahead_are_taken_by_a_run_that_matches() -> None:
+    # os.readlink("/proc/self") answers the pid of the process that runs it
+    executors.prestart("posix", 1, {"NT_TEST": "a"})
+    executors.prestart("posix", 1, {"NT_TEST": "b"})
+    started = {e["NT_TEST"]: p for _, e, p in executors._started}
+    got: list[str] = []
+    executors.Processes(1, always=True, env={"NT_TEST": "a"}).run(
+        os.readlink, ["/proc/self"], got.append)
+    assert got == [str(started["a"].pid)]  # taken, not started again
+    assert [e for _, e, _ in executors._started] == [{"NT_TEST": "b"}]
+    executors._end_started()  # what happens at exit to those never taken
+    assert started["b"].poll() is not None and executors._started == []
+
+
+def test_the_command_line_starts_span_workers_before_it_imports(
+        tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import neurontrace.cli.convert as command
+
+    path = _plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)
+    events: list[str] = []
+    spawn, imports = executors._spawn, command.arrow_without_pandas
+    monkeypatch.setattr(executors, "_spawn",
+                        lambda module, env: events.append(module) or spawn(module, env))
+    monkeypatch.setattr(command, "arrow_without_pandas",
+                        lambda: events.append("pyarrow") or imports())
+    r = CliRunner().invoke(cli, ["convert", str(path), str(tmp_path / "o.parquet")])
+    assert r.exit_code == 0, r.output
+    # 3 processes: 2 workers, started before pyarrow is first used, then both taken
+    assert events == [splitting.SPANS_MODULE, splitting.SPANS_MODULE, "pyarrow"]
+    assert executors._started == []
+    assert forced == []
+    code = "import sys, neurontrace.cli.convert; print({'pyarrow', 'polars'} & set(sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "set()"  # nor does the module
 
 
 def test_the_command_line_keeps_pandas_out(tmp_path: Path) -> None:

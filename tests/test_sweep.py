@@ -130,14 +130,15 @@ def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPat
     to files too."""
     import gzip
 
+    from neurontrace import splitting
     from neurontrace.readers.kineto import spans
 
     path = tmp_path / "trace.json"
     path.write_bytes(gzip.decompress(
         (FIXTURES / "kineto" / "cpu-mlp-training.json.gz").read_bytes()))
     want, want_diag = _load(path)
-    monkeypatch.setattr(spans, "MIN_SPAN", 1)
-    monkeypatch.setattr(spans, "MAX_SPANS", 3)
+    monkeypatch.setattr(splitting, "MIN_SPAN", 1)
+    monkeypatch.setattr(splitting, "MAX_SPANS", 3)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
     monkeypatch.setenv(spill.MEMORY_ROWS, "30")  # a few rows a span, then files
     monkeypatch.setenv(sweep.BUCKET_ROWS, "200")

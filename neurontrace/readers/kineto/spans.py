@@ -21,15 +21,15 @@ Compressed files are read serially (a gzip stream cannot be entered midway).
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from neurontrace import splitting
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
-from neurontrace.executors import READ_WORKERS, Processes
+from neurontrace.executors import Processes
 from neurontrace.readers.base import Events, Progress
 from neurontrace.readers.jsonstream import (
     ArrayStream,
@@ -42,70 +42,22 @@ from neurontrace.readers.kineto import KEY, Part, finish
 from neurontrace.readers.kineto.columns import Metadata
 from neurontrace.spill import Frames, Held, memory_rows, spill_all, temporary
 
-#: Files smaller than two of these are read in one go; no span is smaller, unless it is
-#: the last ...
-MIN_SPAN = 16 << 20
-#: ... or the file is cut in more than this many.
-MAX_SPANS = 16
-#: Processes per file unless ``$NEURONTRACE_READ_WORKERS`` says otherwise.
-DEFAULT_MAX = 4
-
-#: Each span worker keeps to one core: Polars and Arrow would start a thread per CPU in
-#: every process, which then contend for the same cores.
-_ONE_THREAD = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
-
 Span = tuple[int | None, int | None]  # (start, stop); None: the array's start / end
-
-
-def workers() -> int:
-    """Processes one file may be decoded by: ``$NEURONTRACE_READ_WORKERS``, else the
-    CPUs this process may run on, at most :data:`DEFAULT_MAX` (each process holds about
-    200 MiB besides its share of the rows)."""
-    given = os.environ.get(READ_WORKERS, "").strip()
-    if given.isdigit() and int(given) > 0:
-        return int(given)
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return min(cpus, DEFAULT_MAX)
 
 
 def plan(path: Path) -> list[Span]:
     """The spans to decode ``path`` in, or [] to read it serially."""
-    n = workers()
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            if f.read(2) == b"\x1f\x8b":  # gzip
-                return []
-    except OSError:
-        return []
-    if n < 2 or size < 2 * MIN_SPAN:
+    n = splitting.processes(path)
+    if n < 2:
         return []
     try:
         first = array_start(path, KEY)
     except BadInput:
         return []  # the serial read says what is wrong
-    found = cuts(path, targets(first, size, n))
+    found = cuts(path, splitting.targets(first, path.stat().st_size, n))
     if not found:
         return []
     return list(zip([None, *found], [*found, None], strict=True))
-
-
-def targets(first: int, size: int, n: int) -> list[int]:
-    """Where to cut the bytes from ``first`` to ``size`` for ``n`` processes: each span
-    about ``1 / (2n)`` of what is left after the ones before it, none smaller than
-    :data:`MIN_SPAN` or a :data:`MAX_SPANS`-th of the whole, but the last (at least half
-    that)."""
-    smallest = max(MIN_SPAN, (size - first) // MAX_SPANS, 2)
-    at, rest = first, size - first
-    out = []
-    while rest - smallest >= smallest // 2:
-        step = max(rest // (2 * n), smallest)
-        at, rest = at + step, rest - step
-        out.append(at)
-    return out
 
 
 @dataclass(frozen=True)
@@ -176,7 +128,8 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
 
     def others() -> None:
         try:
-            Processes(workers() - 1, always=True, env=_ONE_THREAD).share(read_span, todo, keep)
+            Processes(splitting.workers() - 1, always=True, env=splitting.ONE_THREAD).share(
+                read_span, todo, keep)
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             errors.append(e)
             _drain(todo)

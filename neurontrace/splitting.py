@@ -1,0 +1,81 @@
+"""How a large trace file is split to be decoded by several processes at once.
+
+The decoding itself is :mod:`neurontrace.readers.kineto.spans`; this module only decides
+which files are split, for how many processes, and where to aim the cuts. It imports
+neither Arrow nor Polars, so that the command line can start the worker processes
+(:func:`start_workers`) before it spends a quarter of a second importing them itself:
+the workers then import in parallel and are ready when the first span is.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from neurontrace.executors import READ_WORKERS, prestart
+
+#: Files smaller than two of these are read in one go; no span is smaller, unless it is
+#: the last ...
+MIN_SPAN = 16 << 20
+#: ... or the file is cut in more than this many.
+MAX_SPANS = 16
+#: Processes per file unless ``$NEURONTRACE_READ_WORKERS`` says otherwise.
+DEFAULT_MAX = 4
+#: Each span worker keeps to one core: Polars and Arrow would start a thread per CPU in
+#: every process, which then contend for the same cores.
+ONE_THREAD = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
+#: Where the span workers' function lives (it is imported by each worker as it starts).
+SPANS_MODULE = "neurontrace.readers.kineto.spans"
+
+
+def workers() -> int:
+    """Processes one file may be decoded by: ``$NEURONTRACE_READ_WORKERS``, else the
+    CPUs this process may run on, at most :data:`DEFAULT_MAX` (each process holds about
+    200 MiB besides its share of the rows)."""
+    given = os.environ.get(READ_WORKERS, "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return min(cpus, DEFAULT_MAX)
+
+
+def processes(path: Path) -> int:
+    """How many processes decode ``path``: 1 for a small or compressed file (a gzip
+    stream cannot be entered midway), else :func:`workers`."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            if f.read(2) == b"\x1f\x8b":  # gzip
+                return 1
+    except OSError:
+        return 1
+    return workers() if size >= 2 * MIN_SPAN else 1
+
+
+def targets(first: int, size: int, n: int) -> list[int]:
+    """Where to cut the bytes from ``first`` to ``size`` for ``n`` processes: each span
+    about ``1 / (2n)`` of what is left after the ones before it, none smaller than
+    :data:`MIN_SPAN` or a :data:`MAX_SPANS`-th of the whole, but the last (at least half
+    that)."""
+    smallest = max(MIN_SPAN, (size - first) // MAX_SPANS, 2)
+    at, rest = first, size - first
+    out = []
+    while rest - smallest >= smallest // 2:
+        step = max(rest // (2 * n), smallest)
+        at, rest = at + step, rest - step
+        out.append(at)
+    return out
+
+
+def start_workers(path: Path) -> None:
+    """Start the worker processes that decoding ``path`` will ask for, now.
+
+    A guess made before the file's format is known: if it is not read in spans after
+    all, the processes started end unused when this process does.
+    """
+    n = processes(path)
+    if n > 1:
+        prestart(SPANS_MODULE, n - 1, ONE_THREAD)
