@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from itertools import chain, pairwise
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, not_
 from pathlib import Path
 from typing import Any
 
@@ -112,16 +112,18 @@ def chunk_columns(
     where = _Where(events, at)
     if set(phases) <= _ROW_PHASES:  # most chunks: rows only, of known phases
         return _row_batch(events, phases, where, path, diag), None
-    # The rest are rows again: take them as the runs between the others.
-    others = [i for i, ph in enumerate(phases) if ph in _NOT_ROWS]
-    bounds = [-1, *others, len(events)]
-    rows = list(chain.from_iterable(events[a + 1:b] for a, b in pairwise(bounds)))
-    flows = [events[i] for i in others if phases[i] in FLOW_PHASES]
-    for i in others:
-        if phases[i] == "M":
-            meta.add(events[i])
-    phases = list(map(_PH, rows))
-    unknown = [i for i, ph in enumerate(phases) if ph not in KIND_OF_PHASE]
+    # Split by phase with the loops in C (itertools), not comprehensions.
+    other = list(map(_NOT_ROWS.__contains__, phases))
+    row = list(map(not_, other))
+    rows = list(compress(events, row))
+    others = list(compress(events, other))
+    flows = [e for e in others if e.ph in FLOW_PHASES]
+    for e in others:
+        if e.ph == "M":
+            meta.add(e)
+    phases = list(compress(phases, row))
+    unknown = [] if _ROW_PHASES.issuperset(phases) else [
+        i for i, ph in enumerate(phases) if ph not in KIND_OF_PHASE]
     if unknown:
         first = rows[unknown[0]]
         diag.warn(
