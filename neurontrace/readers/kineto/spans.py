@@ -180,9 +180,10 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
 
 
 def _limit(start: int, stop: int, size: int) -> int:
-    """Rows of a span whose narrow columns stay in memory: its share, by bytes, of
-    :func:`~neurontrace.spill.memory_rows`, and half as much again (events are not
-    spread evenly), so that the spans together never hold much more than that."""
+    """Rows of a span read in this process whose narrow columns stay in memory (a
+    worker's go to files): its share, by bytes, of :func:`~neurontrace.spill.memory_rows`,
+    and half as much again (events are not spread evenly), so that the spans together
+    never hold much more than that."""
     return max(1, int(memory_rows() * (stop - start) / max(size, 1) * 1.5))
 
 
