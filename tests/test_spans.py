@@ -105,11 +105,20 @@ _read_span = spans.read_span
 
 def _read_span_logged(job: spans.Job, progress: Any = None, here: bool = False
                       ) -> spans.Result:
-    """read_span, logged, and slow enough (in every process) that the worker starts
-    while this process still has spans before it."""
+    """read_span, logged. This process waits after span 0 until the worker has taken a
+    span, and the worker is slow, so that both read some whatever their speeds."""
     _READ_HERE.append(job.index)
-    time.sleep(0.3)
-    return _read_span(job, progress, here)
+    result = _read_span(job, progress, here)
+    marker = Path(os.environ["NT_TEST_WORKER_TOOK_ONE"])
+    if os.getpid() != int(os.environ["NT_TEST_MAIN_PID"]):
+        marker.touch()
+        time.sleep(0.2)
+    elif job.index == 0:
+        for _ in range(3000):
+            if marker.exists():
+                break
+            time.sleep(0.01)
+    return result
 
 
 def test_every_process_takes_spans_as_it_is_free(
@@ -118,6 +127,8 @@ def test_every_process_takes_spans_as_it_is_free(
     path = _plain(FIXTURES / "kineto/cpu-mlp-training.json.gz", tmp_path)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "2")
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))  # workers import this
+    monkeypatch.setenv("NT_TEST_WORKER_TOOK_ONE", str(tmp_path / "took"))
+    monkeypatch.setenv("NT_TEST_MAIN_PID", str(os.getpid()))
     monkeypatch.setattr(spans, "read_span", _read_span_logged)
     want, _ = _serial_load(path, monkeypatch)
     _READ_HERE.clear()
