@@ -11,10 +11,9 @@ import importlib
 import traceback
 from typing import Any
 
-from neurontrace.quickstart import arrow_without_pandas, no_blas_threads, return_freed_memory
+from neurontrace.quickstart import arrow_without_pandas, before_imports
 
-return_freed_memory()  # before anything imports Polars
-no_blas_threads()  # ... or NumPy
+before_imports()  # before anything imports Polars or NumPy
 
 import click  # noqa: E402
 

@@ -77,8 +77,7 @@ class Processes:
                  ) -> None:
         self.n = n
         self.always = always
-        self.extra = dict(env or {})
-        self.env = _worker_env(env)
+        self.env = dict(env or {})
 
     def run(self, fn: Callable[[J], R], jobs: Sequence[J], done: Callable[[R], None]) -> None:
         if len(jobs) < (1 if self.always else 2):
@@ -98,7 +97,7 @@ class Processes:
         stop = threading.Event()
         threads = [
             threading.Thread(target=_drive,
-                             args=(fn, todo, results, stop, self.env, self.extra),
+                             args=(fn, todo, results, stop, self.env),
                              daemon=True)
             for _ in range(self.n if n is None else n)
         ]
@@ -126,14 +125,12 @@ class Processes:
             raise error
 
 
-def _worker_env(env: dict[str, str] | None) -> dict[str, str]:
-    return {**os.environ, READ_WORKERS: "1", **(env or {})}
-
-
 def _spawn(module: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """A worker process that imports ``module`` before it says it is ready."""
+    """A worker process that imports ``module`` before it says it is ready; its
+    environment is this process's with ``env`` added."""
     return subprocess.Popen([sys.executable, "-m", "neurontrace.executors", module],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env={**os.environ, READ_WORKERS: "1", **env})
 
 
 #: Worker processes started ahead (:func:`prestart`), with their module and the
@@ -152,13 +149,13 @@ def prestart(module: str, n: int, env: dict[str, str] | None = None) -> None:
     with _started_lock:
         if not _started:
             atexit.register(_end_started)
-        _started.extend((module, extra, _spawn(module, _worker_env(extra))) for _ in range(n))
+        _started.extend((module, extra, _spawn(module, extra)) for _ in range(n))
 
 
-def _take_started(module: str, extra: dict[str, str]) -> subprocess.Popen[bytes] | None:
+def _take_started(module: str, env: dict[str, str]) -> subprocess.Popen[bytes] | None:
     with _started_lock:
         for i, (m, e, proc) in enumerate(_started):
-            if m == module and e == extra and proc.poll() is None:
+            if m == module and e == env and proc.poll() is None:
                 return _started.pop(i)[2]
     return None
 
@@ -173,13 +170,13 @@ def _end_started() -> None:
 
 def _drive(fn: Callable[[Any], Any], todo: queue.SimpleQueue[Any],
            results: queue.SimpleQueue[tuple[bool, Any] | None], stop: threading.Event,
-           env: dict[str, str], extra: dict[str, str]) -> None:
+           env: dict[str, str]) -> None:
     """One worker process: send it jobs until none is left or ``stop`` is set.
 
     The worker imports ``fn``'s module, then says it is ready; only then is a job taken,
     so that a job waits for whoever is free first (another worker, or the caller)
     rather than for a process still starting."""
-    proc = _take_started(fn.__module__, extra) or _spawn(fn.__module__, env)
+    proc = _take_started(fn.__module__, env) or _spawn(fn.__module__, env)
     assert proc.stdin is not None and proc.stdout is not None
     try:
         if proc.stdout.read(len(_READY)) != _READY:
@@ -288,14 +285,9 @@ class Ray:
 
 
 if __name__ == "__main__":
-    from neurontrace.quickstart import (
-        arrow_without_pandas,
-        no_blas_threads,
-        return_freed_memory,
-    )
+    from neurontrace.quickstart import arrow_without_pandas, before_imports
 
-    return_freed_memory()
-    no_blas_threads()
+    before_imports()
     arrow_without_pandas()
     _stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the answers

@@ -59,6 +59,13 @@ def no_blas_threads() -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def before_imports() -> None:
+    """:func:`return_freed_memory` and :func:`no_blas_threads`: the settings that must come
+    before Polars and NumPy are imported."""
+    return_freed_memory()
+    no_blas_threads()
+
+
 def arrow_without_pandas() -> None:
     """Have pyarrow decide, once, that pandas is absent (unless it is already loaded)."""
     if "pandas" in sys.modules:
