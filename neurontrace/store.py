@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from neurontrace import schema as S
 from neurontrace.ahead import ahead
-from neurontrace.errors import BadInput, SchemaMismatch
+from neurontrace.errors import BadInput, SchemaMismatch, is_panic, one_line, panic_message, shown
 
 ROW_GROUP = 256 * 1024
 #: ... or fewer, where rows are wide: the writer holds a row group's pages until it ends.
@@ -79,38 +79,87 @@ def write_table(table: pa.Table, dst: Path, meta: dict[bytes, bytes]) -> None:
     write_batches(table.cast(S.SCHEMA).to_batches(), dst, meta)
 
 
+#: The files of ours :func:`scan` opened in this process (the latest, at most
+#: ``SCANNED_KEPT``): a scan is lazy, so a corrupt page shows only when an analysis
+#: collects the frame; the command line then asks :func:`unreadable` which file it was.
+_scanned: dict[Path, None] = {}
+SCANNED_KEPT = 4096
+
+
 def _files(path: Path) -> list[Path]:
+    """``path`` itself, or the ``*.parquet`` regular files under a folder, in order
+    (those under a hidden name left out: a temporary file or folder is not a part)."""
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*.parquet") if not p.name.startswith("."))
+        files = sorted(
+            p for p in path.rglob("*.parquet")
+            if not any(s.startswith(".") for s in p.relative_to(path).parts) and p.is_file()
+        )
         if not files:
-            raise BadInput(f"{path}: folder holds no .parquet files")
+            raise BadInput(f"{shown(path)}: folder holds no .parquet files")
         return files
     if not path.exists():
-        raise BadInput(f"{path}: no such file or folder")
+        raise BadInput(f"{shown(path)}: no such file or folder")
+    if not path.is_file():
+        raise BadInput(f"{shown(path)}: not a regular file")
     return [path]
 
 
-def check(path: Path) -> dict[bytes, bytes]:
-    """Refuse a file that is not ours or has another schema version."""
+def _footer(path: Path) -> tuple[dict[bytes, bytes], int]:
+    """(key-value metadata, rows) of a file of ours, refused unless its footer says it
+    holds every column of the schema, each of its type (the footer only is read)."""
     try:
-        meta = pq.read_schema(path).metadata or {}
-    except (pa.ArrowInvalid, OSError) as e:
-        raise BadInput(f"{path}: not a Parquet file ({e})") from None
+        footer = pq.read_metadata(path)
+        schema = footer.schema.to_arrow_schema()
+    except (pa.ArrowException, OSError) as e:
+        raise BadInput(f"{shown(path)}: not a Parquet file ({one_line(str(e))})") from None
+    meta = schema.metadata or {}
     version = meta.get(S.META_SCHEMA_VERSION)
     if version is None:
-        raise BadInput(f"{path}: not written by neurontrace (no schema version in metadata)")
-    if version.decode() != S.SCHEMA_VERSION:
-        raise SchemaMismatch(
-            f"{path}: written with neurontrace schema version {version.decode()}, this "
-            f"neurontrace reads version {S.SCHEMA_VERSION}; convert the trace again"
+        raise BadInput(
+            f"{shown(path)}: not written by neurontrace (no schema version in metadata)"
         )
-    return meta
+    if version != S.SCHEMA_VERSION.encode():
+        raise SchemaMismatch(
+            f"{shown(path)}: written with neurontrace schema version "
+            f"{version.decode(errors='replace')}, this neurontrace reads version "
+            f"{S.SCHEMA_VERSION}; convert the trace again"
+        )
+    problem = schema_problem(schema)
+    if problem is not None:
+        raise BadInput(f"{shown(path)}: not an event table as neurontrace writes it: "
+                       f"{problem}; convert the trace again")
+    return meta, footer.num_rows
+
+
+def schema_problem(schema: pa.Schema) -> str | None:
+    """What makes ``schema`` unlike :data:`neurontrace.schema.SCHEMA` (a column missing,
+    repeated, or of another type), or None. Columns it does not know are allowed."""
+    for field in S.SCHEMA:
+        found = schema.get_all_field_indices(field.name)
+        if not found:
+            return f"no column {field.name!r}"
+        if len(found) > 1:
+            return f"column {field.name!r} appears {len(found)} times"
+        got = schema.field(found[0]).type
+        if got != field.type:
+            return f"column {field.name!r} is {got}, not {field.type}"
+    return None
+
+
+def check(path: Path) -> dict[bytes, bytes]:
+    """Refuse a file that is not ours, has another schema version or another schema;
+    its key-value metadata."""
+    return _footer(path)[0]
 
 
 def is_ours(path: Path) -> bool:
+    """A folder holding ``.parquet`` files, or a regular file starting with Parquet's
+    magic bytes (nothing else is opened: a FIFO would block)."""
     if path.is_dir():
         return any(path.rglob("*.parquet"))
     try:
+        if not path.is_file():
+            return False
         with open(path, "rb") as f:
             return f.read(4) == b"PAR1"
     except OSError:
@@ -125,7 +174,7 @@ def read(path: str | os.PathLike[str]) -> pa.Table:
     files = _files(Path(path))
     for f in files:
         check(f)
-    tables = [pq.read_table(f, schema=S.SCHEMA) for f in files]
+    tables = [_read_table(f) for f in files]
     if len(tables) == 1:
         return tables[0]
     offset = 0
@@ -139,24 +188,74 @@ def read(path: str | os.PathLike[str]) -> pa.Table:
     return pa.concat_tables(tables)
 
 
+def _read_table(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path, schema=S.SCHEMA)
+    except (pa.ArrowException, OSError) as e:
+        raise BadInput(f"{shown(path)}: corrupt Parquet file ({one_line(str(e))})") from None
+
+
 def scan(path: str | os.PathLike[str]) -> pl.LazyFrame:
     """A lazy Polars scan of a file (or dataset folder) that ``convert`` wrote.
 
     Each file numbers its rows from 0; in a dataset folder the rows of the second file
     and on are offset (with the ``parent`` and ``framework_row`` that point at them) so
-    that ``row`` stays unique in the whole frame.
+    that ``row`` stays unique in the whole frame. Every file's footer is checked first
+    (:func:`check`); its pages are read only when the frame is collected.
     """
     files = _files(Path(path))
+    rows = [_footer(f)[1] for f in files]
     for f in files:
-        check(f)
+        _scanned.pop(f, None)
+        _scanned[f] = None
+    while len(_scanned) > SCANNED_KEPT:
+        del _scanned[next(iter(_scanned))]
     if len(files) == 1:
         return pl.scan_parquet(str(files[0]), hive_partitioning=False)
     parts = []
     offset = 0
-    for f in files:
+    for f, n in zip(files, rows, strict=True):
         parts.append(offset_rows(pl.scan_parquet(str(f), hive_partitioning=False), offset))
-        offset += pq.ParquetFile(f).metadata.num_rows
+        offset += n
     return pl.concat(parts, how="vertical")
+
+
+def scanned() -> list[Path]:
+    """The files :func:`scan` opened in this process, latest last."""
+    return list(_scanned)
+
+
+def unreadable(paths: Iterable[Path]) -> str | None:
+    """A one-line message naming the first of ``paths`` that cannot be read whole, or
+    None when all of them read: pyarrow decodes every page and validates every batch,
+    then Polars decodes every column (in its streaming engine: bounded memory).
+
+    For an error raised where a scan was collected: a corrupt page (bytes flipped in a
+    file whose footer is intact) fails only then, inside Polars, as an error or a panic.
+    Polars is asked too because it checks some things pyarrow does not (and panics).
+    """
+    for p in paths:
+        try:
+            with pq.ParquetFile(p) as f:
+                for batch in f.iter_batches(batch_size=64 * 1024):
+                    batch.validate(full=True)
+        except (pa.ArrowException, OSError) as e:
+            return f"{shown(p)}: corrupt Parquet file ({_reason(e)})"
+        try:
+            pl.scan_parquet(p, hive_partitioning=False).select(
+                pl.all().hash().max()
+            ).collect(engine="streaming")
+        except BaseException as e:
+            if not (isinstance(e, Exception) or is_panic(e)):
+                raise
+            return f"{shown(p)}: corrupt Parquet file (Polars: {_reason(e)})"
+    return None
+
+
+def _reason(e: BaseException, limit: int = 200) -> str:
+    """``e``'s message on one line, cut to about ``limit`` characters."""
+    text = one_line((panic_message(e) if is_panic(e) else str(e)) or type(e).__name__, 2)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def offset_rows(lf: pl.LazyFrame, offset: int) -> pl.LazyFrame:

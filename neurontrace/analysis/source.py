@@ -10,7 +10,7 @@ import polars as pl
 from neurontrace import store
 from neurontrace.convert import load_all
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.errors import BadInput, UnknownFormat
+from neurontrace.errors import BadInput, UnknownFormat, shown
 from neurontrace.readers import detect
 from neurontrace.readers.base import Progress
 
@@ -31,7 +31,7 @@ def events(path: str | os.PathLike[str], diag: Diagnostics | None = None,
     """
     p = Path(path)
     if not p.exists():
-        raise BadInput(f"{p}: no such file or folder")
+        raise BadInput(f"{shown(p)}: no such file or folder")
     if store.is_ours(p) and not (p.is_dir() and _claimed(p)):
         return store.scan(p)
     parts = []
