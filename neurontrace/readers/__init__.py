@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from neurontrace.errors import BadInput, UnknownFormat
+from neurontrace.errors import BadInput, UnknownFormat, shown
 from neurontrace.readers.base import Events, Reader
 from neurontrace.readers.exported import ExportReader
 from neurontrace.readers.jsonstream import read_head
@@ -35,21 +35,26 @@ __all__ = ["READERS", "Events", "Reader", "detect"]
 
 
 def detect(path: Path, fmt: str | None = None) -> Reader:
-    if fmt is not None:
-        try:
-            return READERS[fmt]
-        except KeyError:
-            raise BadInput(
-                f"--format {fmt!r} is not a known format (known: {', '.join(READERS)})"
-            ) from None
+    """The reader of ``path``: the one ``fmt`` names, else the first whose ``sniff``
+    accepts it. Refused: a path that does not exist, and one that is neither a regular
+    file nor a folder (a FIFO would block the read; UnknownFormat, so that a folder's
+    walk skips it)."""
+    if fmt is not None and fmt not in READERS:
+        raise BadInput(
+            f"--format {fmt!r} is not a known format (known: {', '.join(READERS)})"
+        )
     if not path.exists():
-        raise BadInput(f"{path}: no such file or folder")
+        raise BadInput(f"{shown(path)}: no such file or folder")
+    if not (path.is_dir() or path.is_file()):
+        raise UnknownFormat(f"{shown(path)}: not a regular file or a folder; not read")
+    if fmt is not None:
+        return READERS[fmt]
     head = b"" if path.is_dir() else read_head(path)
     for reader in READERS.values():
         if reader.sniff(path, head):
             return reader
     if path.is_file() and path.stat().st_size == 0:
-        raise UnknownFormat(f"{path}: empty file")
+        raise UnknownFormat(f"{shown(path)}: empty file")
     raise UnknownFormat(
-        f"{path}: not a format neurontrace reads (tried: {', '.join(READERS)})"
+        f"{shown(path)}: not a format neurontrace reads (tried: {', '.join(READERS)})"
     )

@@ -17,8 +17,11 @@ and the framework op it runs inside share a lane and nest.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -136,6 +139,27 @@ def int_or_label(values: pl.Series) -> tuple[pl.Series, pl.Series]:
 
 
 _NUM = re.compile(r"\d+")
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
+INT64 = range(-(2**63), 2**63)
+
+
+def int_value(v: Any) -> int | None:
+    """A value read from a table row (a Python object) as an int64, as Polars' lenient
+    cast reads it: an int, a finite float or decimal (truncated), text of ASCII digits;
+    None for anything else (a bool, a list, ``"abc"``, ``1e30``)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, str):
+        n = int(v) if _INT_TEXT.fullmatch(v) else None
+    elif isinstance(v, int):
+        n = v
+    elif isinstance(v, Decimal):
+        n = int(v) if v.is_finite() else None
+    elif isinstance(v, float):
+        n = int(v) if math.isfinite(v) else None
+    else:
+        return None
+    return n if n is not None and n in INT64 else None
 
 
 def numeric_ids(name: str) -> list[str]:
@@ -145,5 +169,5 @@ def numeric_ids(name: str) -> list[str]:
 
 def nc_from_name(name: str) -> int | None:
     """The NeuronCore a device capture belongs to, from ``_vnc_3`` or ``nc_3``."""
-    m = re.search(r"(?:^|_)v?nc_(\d+)", name)
+    m = re.search(r"(?:^|_)v?nc_([0-9]{1,9})(?![0-9])", name)
     return int(m.group(1)) if m else None

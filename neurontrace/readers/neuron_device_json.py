@@ -22,7 +22,9 @@ kept in the output's ``neurontrace.trace`` metadata under ``neuron.tables.Summar
 
 from __future__ import annotations
 
+import json
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,11 +35,13 @@ import pyarrow as pa
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.errors import BadInput
+from neurontrace.errors import BadInput, one_line, shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress
 from neurontrace.readers.jsonstream import open_binary
 
+#: Top-level keys of a device profile; a document with none of them is not one.
+DEVICE_KEYS = ("summary", "instruction", "dma", "instruction_usage")
 _DEVICE_HEAD = re.compile(rb'"(summary|instruction|dma|instruction_usage)"\s*:\s*\[')
 #: (low, high, unit, divisor): accepted ratios of instruction span to total_time.
 UNITS = ((0.5, 2.0, "ns", 1), (500.0, 2000.0, "ps", 1000))
@@ -45,12 +49,64 @@ _INSTR_USED = ("timestamp", "duration", "opcode", "label")
 _DMA_USED = ("timestamp", "duration", "queue", "transfer_size")
 
 
-def _load(path: Path) -> Any:
+#: Integers of more digits than int64 holds are kept as their text (read as no number).
+_INT_DIGITS = 18
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _load(path: Path, diag: Diagnostics) -> Any:
+    """The whole JSON document, by msgspec, or, where msgspec refuses what Python's
+    ``json`` reads (a number beyond float64 or int64 such as ``1e400``, a lone surrogate
+    escape ``"\\ud800"``, a byte-order mark, invalid UTF-8), by ``json``: such numbers as
+    ``inf`` or, for an integer of more than ``_INT_DIGITS`` digits, its text; invalid
+    UTF-8 and lone surrogates as U+FFFD, with a warning."""
     try:
         with open_binary(path) as f:
-            return msgspec.json.decode(f.read())
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as e:
+        raise BadInput(f"{shown(path)}: cannot be read ({one_line(str(e))})") from None
+    try:
+        return msgspec.json.decode(data)
+    except RecursionError:
+        raise BadInput(f"{shown(path)}: JSON nested too deeply to read") from None
     except msgspec.DecodeError as e:
-        raise BadInput(f"{path}: invalid JSON ({e})") from None
+        refused = e
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        text = data.decode(errors="replace")
+        diag.warn("invalid_utf8", f"{shown(path)}: invalid UTF-8 replaced with U+FFFD")
+    try:
+        doc = json.loads(text.removeprefix("\ufeff"), parse_int=_int_or_text)
+    except RecursionError:
+        raise BadInput(f"{shown(path)}: JSON nested too deeply to read") from None
+    except ValueError:
+        raise BadInput(f"{shown(path)}: invalid JSON ({one_line(str(refused))})") from None
+    found = [0]
+    doc = _no_surrogates(doc, found)
+    if found[0]:
+        diag.warn("lone_surrogate", f"{shown(path)}: {found[0]} string(s) with a lone UTF-16 "
+                  "surrogate escape such as \\ud800; U+FFFD put in", found[0])
+    return doc
+
+
+def _int_or_text(text: str) -> int | str:
+    return int(text) if len(text.lstrip("-")) <= _INT_DIGITS else text
+
+
+def _no_surrogates(v: Any, found: list[int]) -> Any:
+    """``v`` with lone surrogates in its strings (keys too) replaced by U+FFFD, counted in
+    ``found[0]`` (text with them cannot be encoded as UTF-8)."""
+    if isinstance(v, str):
+        if _SURROGATE.search(v):
+            found[0] += 1
+            return _SURROGATE.sub("\ufffd", v)
+        return v
+    if isinstance(v, list):
+        return [_no_surrogates(x, found) for x in v]
+    if isinstance(v, dict):
+        return {_no_surrogates(k, found): _no_surrogates(x, found) for k, x in v.items()}
+    return v
 
 
 def _rows(doc: dict[str, Any], key: str, path: Path) -> list[dict[str, Any]]:
@@ -58,7 +114,7 @@ def _rows(doc: dict[str, Any], key: str, path: Path) -> list[dict[str, Any]]:
     if v is None:
         return []
     if not isinstance(v, list):
-        raise BadInput(f"{path}: field {key!r} is not a list")
+        raise BadInput(f"{shown(path)}: field {key!r} is not a list")
     return [r for r in v if isinstance(r, dict)]
 
 
@@ -75,24 +131,33 @@ class DeviceJsonReader:
         return ev
 
     def _batches(self, path: Path, diag: Diagnostics, ev: Events) -> Iterator[pa.RecordBatch]:
-        doc = _load(path)
+        doc = _load(path, diag)
         if not isinstance(doc, dict):
-            raise BadInput(f"{path}: top level is not a JSON object")
+            raise BadInput(f"{shown(path)}: top level is not a JSON object")
+        if not doc.keys() & set(DEVICE_KEYS):  # e.g. --format neuron-device-json on Kineto
+            raise BadInput(f"{shown(path)}: not a Neuron device profile (none of "
+                           f"{', '.join(DEVICE_KEYS)} at the top level)")
         summary = _rows(doc, "summary", path)
         instr = _frame(_rows(doc, "instruction", path), _INSTR_USED)
         dma = _frame(_rows(doc, "dma", path), _DMA_USED)
+        for name, table in (("instruction", instr), ("dma", dma)):
+            for col in ("timestamp", "duration"):
+                bad = _unusable(table, col)
+                if bad:
+                    diag.warn("bad_ts", f"{shown(path)}: {bad} {name} row(s) have a {col} "
+                              "that is not an integer number of ns; read as 0", bad)
         unit, divisor, calib = calibrate(instr, summary, path, diag)
         meta = doc.get("metadata")
         nc = N.nc_from_name(path.stem)
-        if nc is None and isinstance(meta, dict) and isinstance(meta.get("nc_idx"), int):
-            nc = meta["nc_idx"]
+        if nc is None and isinstance(meta, dict):
+            nc = N.int_value(meta.get("nc_idx"))
         if instr.height:
             yield N.to_batch(_device(instr, "instruction", divisor, nc))
         if dma.height:
             yield N.to_batch(_device(dma, "dma", divisor, nc))
         if instr.height or dma.height:
             diag.warn("device_clock_unplaced",
-                      f"{path}: a device profile holds no host time; device rows keep "
+                      f"{shown(path)}: a device profile holds no host time; device rows keep "
                       "device-relative times")
         usage = doc.get("instruction_usage")
         ev.trace = {"neuron": {
@@ -126,10 +191,16 @@ def _frame(rows: list[dict[str, Any]], used: tuple[str, ...]) -> pl.DataFrame:
 
 
 def _number(col: str) -> pl.Expr:
-    """Integer text exactly; decimals through a float (device times are small)."""
+    """Integer text exactly; decimals through a float (device times are small); null
+    where the text is no number or one out of int64's range (``1e400``, ``2**70``)."""
     c = pl.col(col).str.strip_chars()
     return pl.coalesce(c.cast(pl.Int64, strict=False),
-                       c.cast(pl.Float64, strict=False).round().cast(pl.Int64))
+                       c.cast(pl.Float64, strict=False).round().cast(pl.Int64, strict=False))
+
+
+def _unusable(df: pl.DataFrame, col: str) -> int:
+    """Rows whose ``col`` is given but is not a number :func:`_number` reads."""
+    return int(df.select((pl.col(col).is_not_null() & _number(col).is_null()).sum()).item())
 
 
 def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], path: Path,
@@ -143,7 +214,7 @@ def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], path: Path,
          - _number("timestamp").min()).alias("s")
     ).item()
     if not isinstance(total, (int, float)) or total <= 0 or not span:
-        diag.warn("device_time_unit", f"{path}: no summary.total_time to calibrate the "
+        diag.warn("device_time_unit", f"{shown(path)}: no summary.total_time to calibrate the "
                   "time unit against; read as nanoseconds (as documented)")
         return "ns", 1, {"span_raw": span, "total_time_s": total, "assumed": True}
     ratio = span / (total * 1e9)
@@ -151,7 +222,7 @@ def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], path: Path,
     for low, high, unit, divisor in UNITS:
         if low <= ratio <= high:
             return unit, divisor, calib
-    diag.warn("device_time_unit", f"{path}: instruction span is {ratio:.3g} x "
+    diag.warn("device_time_unit", f"{shown(path)}: instruction span is {ratio:.3g} x "
               "summary.total_time, neither ns nor ps; read as nanoseconds (as documented)")
     return "ns", 1, {**calib, "assumed": True}
 
@@ -192,7 +263,7 @@ class SummaryJsonReader:
         return head.lstrip()[:1] == b"{" and (b'"Summary"' in head or b'"total_time"' in head)
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        doc = _load(path)
+        doc = _load(path, diag)
         shape, rows = summary_rows(doc, path)
         return Events(
             batches=iter(()), format=self.name,
@@ -210,5 +281,5 @@ def summary_rows(doc: Any, path: Path) -> tuple[str, list[dict[str, Any]]]:
         return "keyed", [{"key": k, **v} for k, v in doc.items()]
     if isinstance(doc, dict) and "total_time" in doc:
         return "flat", [doc]
-    raise BadInput(f"{path}: not a summary-json: expected a Summary list, objects keyed by "
+    raise BadInput(f"{shown(path)}: not a summary-json: expected a Summary list, objects keyed by "
                    "core, or a flat object with total_time")

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress
 from neurontrace.readers.jsonstream import ArrayStream
@@ -88,7 +89,7 @@ class SystemJsonReader:
             items = [e if isinstance(e, dict) else {"name": "", "value": e} for e in values]
             bad = sum(not isinstance(e, dict) for e in values)
             if bad:
-                diag.warn("not_an_object", f"{path}: {bad} trace_event entries after event "
+                diag.warn("not_an_object", f"{shown(path)}: {bad} trace_event entries after event "
                           f"#{index} are not objects; kept as unnamed instants", bad)
             yield N.to_batch(system_frame(items, path, index, diag))
             index += len(items)
@@ -105,7 +106,7 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
     """One chunk of ``trace_event`` entries as event columns."""
     name = _column(items, "name")
     if name.null_count():
-        diag.warn("missing_name", f"{path}: {name.null_count()} event(s) after #{index} "
+        diag.warn("missing_name", f"{shown(path)}: {name.null_count()} event(s) after #{index} "
                   "have no name; named ''", name.null_count())
     exec_id = pl.Series("exec_id", [
         _text(e.get("exec_id", (e.get("args") or {}).get("exec_id")
@@ -130,7 +131,7 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
     )
     missing = df.get_column("start").null_count()
     if missing:
-        diag.warn("bad_ts", f"{path}: {missing} event(s) after #{index} have no usable "
+        diag.warn("bad_ts", f"{shown(path)}: {missing} event(s) after #{index} have no usable "
                   "timestamp; placed at time 0", missing)
     df = df.with_columns(pl.col("start").fill_null(0))
     layer = (
@@ -215,10 +216,10 @@ def live_frame(records: list[dict[str, Any]], path: Path, diag: Diagnostics) -> 
     lone_start = paired.filter(pl.col("_stop").is_null()).height
     lone_stop = stops.join(starts, on=key, how="anti", nulls_equal=True)
     if lone_start:
-        diag.warn("unpaired_start", f"{path}: {lone_start} start record(s) without a stop "
+        diag.warn("unpaired_start", f"{shown(path)}: {lone_start} start record(s) without a stop "
                   "(same nc_idx and tracking_id); kept as instants", lone_start)
     if lone_stop.height:
-        diag.warn("unpaired_stop", f"{path}: {lone_stop.height} stop record(s) without a "
+        diag.warn("unpaired_stop", f"{shown(path)}: {lone_stop.height} stop record(s) without a "
                   "start; kept as instants", lone_stop.height)
     others = df.filter(~pl.col("phase").is_in(["start", "stop"]) | pl.col("phase").is_null())
     spans = paired.select(

@@ -27,13 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.errors import BadInput
+from neurontrace.errors import BadInput, one_line, shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress
 from neurontrace.readers.neuron_clock import Placement, place
@@ -88,6 +89,10 @@ class ExplorerReader:
         return is_explorer_folder(path)
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        if not is_explorer_folder(path):  # --format neuron-explorer on something else
+            raise BadInput(f"{shown(path)}: not a Neuron Explorer folder (a folder of "
+                           f"<table>.parquet files with {SYSTEM} or one of "
+                           f"{', '.join(DEVICE_TABLES)})")
         ev = Events(batches=iter(()), format=self.name)
         ev.batches = _Read(path, diag, progress, ev).batches()
         return ev
@@ -103,6 +108,7 @@ class _Read:
         self.tables = tables(folder)
         self.total = sum(p.stat().st_size for ps in self.tables.values() for p in ps)
         self.done = 0
+        self.noted: set[str] = set()
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         side = {t: self._side(t) for t in SIDE_TABLES if t in self.tables}
@@ -137,21 +143,40 @@ class _Read:
     # -- reading ------------------------------------------------------------------
 
     def _frames(self, table: str, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
+        """The table's rows a batch at a time, each column of the type this reader reads
+        it as (:func:`conform`); warnings about types are given on the full read only
+        (``columns`` None), which every event table has once."""
+        event_table = table in (SYSTEM, *DEVICE_TABLES)
         for f in self.tables.get(table, []):
             try:
                 pf = pq.ParquetFile(f)
                 names = pf.schema_arrow.names
+                twice = sorted({n for n in names if names.count(n) > 1})
+                if twice:
+                    raise BadInput(f"{shown(f)}: column {twice[0]!r} appears more than once")
                 cols = None if columns is None else [c for c in columns if c in names]
                 for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
-                    df = pl.from_arrow(b)
-                    assert isinstance(df, pl.DataFrame)
+                    df, notes = importable(b, f)
+                    if event_table:
+                        df, more = conform(df, table, f)
+                        notes += more
+                    if columns is None:
+                        self._note(notes)
                     yield df
-            except (pa.ArrowInvalid, OSError) as e:
-                raise BadInput(f"{f}: not a readable Parquet file ({e})") from None
+            except (pa.ArrowException, OSError) as e:
+                raise BadInput(f"{shown(f)}: not a readable Parquet file "
+                               f"({one_line(str(e))})") from None
             if columns is None:
                 self.done += f.stat().st_size
                 if self.progress is not None:
                     self.progress(self.done, self.total)
+
+    def _note(self, notes: list[tuple[str, str, int]]) -> None:
+        """Record ``(code, message, count)`` warnings, each message once per read."""
+        for code, message, n in notes:
+            if message not in self.noted:
+                self.noted.add(message)
+                self.diag.warn(code, message, n)
 
     def _side(self, table: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
@@ -159,7 +184,7 @@ class _Read:
             rows.extend(df.head(SIDE_ROWS - len(rows)).to_dicts())
             if len(rows) >= SIDE_ROWS:
                 self.diag.warn("side_table_truncated",
-                               f"{self.folder}: {table} kept to its first {SIDE_ROWS} rows")
+                               f"{shown(self.folder)}: {table} kept to its first {SIDE_ROWS} rows")
                 break
         return rows
 
@@ -181,11 +206,12 @@ class _Read:
         ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
             nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
             start=pl.col("start_ts").cast(pl.Int64),
-            end=pl.col("start_ts").cast(pl.Int64) + _duration(),
+            end=pl.col("start_ts").cast(pl.Int64) + _duration().fill_null(0),
             execution=_execution(df),
-        ).with_columns(pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
-            pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
-            pl.col("start").cast(pl.String))).alias(S.EXECUTION))
+        ).filter(pl.col("start").is_not_null()).with_columns(
+            pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
+                pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
+                pl.col("start").cast(pl.String))).alias(S.EXECUTION))
         host = ex.group_by("nc", S.EXECUTION).agg(pl.col("start").min(),
                                                   pl.col("end").max())
         syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
@@ -200,13 +226,13 @@ class _Read:
                 host: pl.DataFrame, syncs: pl.DataFrame, execinfo: list[dict[str, Any]] | None,
                 placements: dict[int | None, Placement]) -> Iterator[pa.RecordBatch]:
         if "start_ts" not in df.columns:
-            raise BadInput(f"{self.folder}/{table}: no start_ts column")
+            raise BadInput(f"{shown(self.folder)}/{table}: no start_ts column")
         df = _with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
         df = df.with_columns(
             pl.coalesce(pl.col("nc_idx").cast(pl.Int64, strict=False),
                         pl.lit(nc_default, pl.Int64)).alias("_nc"),
-            pl.col("start_ts").cast(pl.Int64).alias(S.START_NS),
-            _duration().clip(0).alias(S.DUR_NS),
+            _start(df, self.diag, f"{shown(self.folder)}/{table}").alias(S.START_NS),
+            _duration().fill_null(0).clip(0).alias(S.DUR_NS),
         )
         for (nc,), part in df.group_by("_nc", maintain_order=True):
             nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]
@@ -237,14 +263,225 @@ class _Read:
         p = place(device_start, executions, host, syncs)
         if p.method == "none":
             self.diag.warn("device_clock_unplaced",
-                           f"{self.folder}/{table}: nothing places NeuronCore {nc}'s "
+                           f"{shown(self.folder)}/{table}: nothing places NeuronCore {nc}'s "
                            "timeline on host time; device rows keep device-relative times")
         return p
+
+
+# -- column types ---------------------------------------------------------------------
+
+#: A warning about a table's columns: (code, message, count).
+Note = tuple[str, str, int]
+
+#: Event-table columns read as integers (int64) ...
+INT_COLUMNS = frozenset({"start_ts", "end_ts", "duration_ns", "nc_idx", "pcore_idx",
+                         "framework_stream_id", "transfer_bytes", "read_bytes",
+                         "write_bytes"})
+#: ... as text ...
+TEXT_COLUMNS = frozenset({"name", "trace_event_source", "instance_id", "engine", "opcode",
+                          "queue_name", "extra_attributes_json"})
+#: ... as integers where they are, else as text (``int_or_label``) ...
+ID_COLUMNS = frozenset({"process_id", "thread_id"})
+#: ... and as a list of flow ids (or text holding them).
+FLOW_COLUMN = "flow_id"
+#: Columns without which an event table is refused.
+REQUIRED: dict[str, tuple[str, ...]] = {SYSTEM: ("name", "start_ts"),
+                                        **{t: ("start_ts",) for t in DEVICE_TABLES}}
+_EXPECTED = {"int": "integers", "text": "text", "id": "integers or text",
+             "flow": "a list of flow ids", "other": "a type Polars can encode as JSON"}
+
+
+def _kind(name: str) -> str:
+    if name in INT_COLUMNS:
+        return "int"
+    if name in TEXT_COLUMNS:
+        return "text"
+    if name in ID_COLUMNS:
+        return "id"
+    return "flow" if name == FLOW_COLUMN else "other"
+
+
+def importable(batch: pa.RecordBatch, path: Path) -> tuple[pl.DataFrame, list[Note]]:
+    """``batch`` as a Polars frame. A column of an Arrow type Polars does not take (a
+    256-bit decimal, an interval, a union: Polars errors or panics on them) is read as
+    text where Arrow can cast it to text, else left out; either with a warning."""
+    notes: list[Note] = []
+    for i in reversed(range(batch.num_columns)):
+        field = batch.schema.field(i)
+        if polars_takes(field.type):
+            continue
+        try:
+            batch = batch.set_column(i, pa.field(field.name, pa.string()),
+                                     batch.column(i).cast(pa.string()))
+            notes.append(("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
+                          f"{field.type}; read as text", 1))
+        except pa.ArrowException:
+            batch = batch.remove_column(i)
+            notes.append(("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
+                          f"{field.type}, which cannot be read; left out", 1))
+    try:
+        df = pl.from_arrow(batch)
+    except (pl.exceptions.PolarsError, pa.ArrowException) as e:
+        raise BadInput(f"{shown(path)}: cannot be read ({one_line(str(e))})") from None
+    assert isinstance(df, pl.DataFrame)
+    return df, notes
+
+
+def polars_takes(t: pa.DataType) -> bool:
+    """True for an Arrow type :func:`polars.from_arrow` takes (checked, not tried: some
+    types make it panic)."""
+    if pa.types.is_dictionary(t):
+        return pa.types.is_integer(t.index_type) and polars_takes(t.value_type)
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)
+            or pa.types.is_fixed_size_list(t)):
+        return polars_takes(t.value_type)
+    if pa.types.is_map(t):
+        return polars_takes(t.key_type) and polars_takes(t.item_type)
+    if pa.types.is_struct(t):
+        return all(polars_takes(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_decimal(t):
+        return pa.types.is_decimal128(t)
+    return (pa.types.is_null(t) or pa.types.is_boolean(t) or pa.types.is_integer(t)
+            or pa.types.is_floating(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t)
+            or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
+            or pa.types.is_duration(t))
+
+
+def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, list[Note]]:
+    """An event table's frame with each column of the type this reader reads it as
+    (:data:`INT_COLUMNS`, :data:`TEXT_COLUMNS`, :data:`ID_COLUMNS`, :data:`FLOW_COLUMN`;
+    any other column, kept in ``args``, as something Polars encodes as JSON: bytes as
+    hex). Text of digits, floats, unsigned and temporal integers convert to integers,
+    values that do not (``"abc"``, ``1e30``) are read as missing; a column that cannot
+    convert at all (a list where a number belongs) is refused if :data:`REQUIRED`, else
+    left out. Every change is a warning."""
+    notes: list[Note] = []
+    fixed: list[pl.Series] = []
+    dropped: list[str] = []
+    for name, dtype in df.schema.items():
+        kind = _kind(name)
+        s = df.get_column(name)
+        out = _as(kind, s)
+        if out is s:
+            continue
+        if out is None:
+            if name in REQUIRED.get(table, ()):
+                raise BadInput(f"{shown(path)}: column {name!r} is {dtype}, not "
+                               f"{_EXPECTED[kind]}")
+            notes.append(("explorer_column_type", f"{shown(path)}: column {name!r} is "
+                          f"{dtype}, not {_EXPECTED[kind]}; left out", 1))
+            dropped.append(name)
+            continue
+        lost = out.null_count() - s.null_count()
+        if lost > 0:
+            notes.append(("explorer_bad_value", f"{shown(path)}: {lost} value(s) of column "
+                          f"{name!r} ({dtype}) are not {_EXPECTED[kind]}; read as missing",
+                          lost))
+        fixed.append(out.alias(name))
+    if fixed:
+        df = df.with_columns(fixed)
+    return (df.drop(dropped) if dropped else df), notes
+
+
+def _as(kind: str, s: pl.Series) -> pl.Series | None:
+    """``s`` as read for ``kind``: ``s`` itself when it already is, None when it cannot
+    be."""
+    dt = s.dtype
+    if kind == "int":
+        return s if dt == pl.Int64 else _to_int(s)
+    if kind == "text":
+        return s if dt == pl.String else _to_text(s)
+    if kind == "id":
+        return s if dt == pl.String or dt.is_integer() else _to_text(s)
+    if kind == "flow":
+        return _to_flows(s)
+    return _json_safe(s)
+
+
+def _to_int(s: pl.Series) -> pl.Series | None:
+    dt = s.dtype
+    if dt == pl.Null or dt.is_integer() or dt.is_float() or dt.is_decimal() \
+            or dt == pl.Boolean:
+        return s.cast(pl.Int64, strict=False)
+    if dt.is_temporal():
+        return s.to_physical().cast(pl.Int64, strict=False)
+    if dt in (pl.String, pl.Categorical) or isinstance(dt, pl.Enum):
+        text = s.cast(pl.String).str.strip_chars()
+        return pl.select(pl.coalesce(
+            text.cast(pl.Int64, strict=False),
+            text.cast(pl.Float64, strict=False).round().cast(pl.Int64, strict=False),
+        )).to_series()
+    return None
+
+
+def _to_text(s: pl.Series) -> pl.Series | None:
+    dt = s.dtype
+    if dt == pl.Binary:
+        return pl.Series(s.name, [None if v is None else v.decode("utf-8", "backslashreplace")
+                                  for v in s.to_list()], pl.String)
+    if isinstance(dt, pl.Duration):
+        return s.to_physical().cast(pl.String)
+    if dt.is_nested() or dt == pl.Object:
+        return None
+    return s.cast(pl.String, strict=False)
+
+
+def _to_flows(s: pl.Series) -> pl.Series | None:
+    dt = s.dtype
+    if isinstance(dt, pl.Array):
+        s, dt = s.cast(pl.List(dt.inner)), pl.List(dt.inner)
+    if isinstance(dt, pl.List):
+        inner = dt.inner
+        if inner == pl.String:
+            return s
+        if inner == pl.Null or inner.is_integer() or inner == pl.Categorical:
+            return s.cast(pl.List(pl.String))
+        return None
+    if dt == pl.String:
+        return s
+    if dt == pl.Null or dt.is_integer() or dt == pl.Categorical:
+        return s.cast(pl.String)
+    return None
+
+
+def _json_safe(s: pl.Series) -> pl.Series:
+    """``s`` itself, or, where it holds bytes (which Polars' JSON encoder panics on),
+    bytes as hex text, or each value as JSON text (bytes as base64) inside a nesting."""
+    if not _holds_bytes(s.dtype):
+        return s
+    if s.dtype == pl.Binary:
+        return s.bin.encode("hex")
+    enc = msgspec.json.Encoder()
+    return pl.Series(s.name, [None if v is None else enc.encode(v).decode()
+                              for v in s.to_list()], pl.String)
+
+
+def _holds_bytes(dt: pl.DataType | pl.datatypes.DataTypeClass) -> bool:
+    if dt == pl.Binary:
+        return True
+    if isinstance(dt, (pl.List, pl.Array)):
+        return _holds_bytes(dt.inner)
+    if isinstance(dt, pl.Struct):
+        return any(_holds_bytes(f.dtype) for f in dt.fields)
+    return dt.is_nested() and "Binary" in str(dt)  # a nesting not named above (a map)
 
 
 def _with_defaults(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
     missing = [c for c in cols if c not in df.columns]
     return df.with_columns(pl.lit(None).alias(c) for c in missing) if missing else df
+
+
+def _start(df: pl.DataFrame, diag: Diagnostics, where: str) -> pl.Expr:
+    """``start_ts`` as int64; a row without one (null, or a value :func:`conform` could
+    not read) is placed at time 0, with a warning, as the other readers do."""
+    missing = df.get_column("start_ts").null_count()
+    if missing:
+        diag.warn("bad_ts", f"{where}: {missing} row(s) have no usable start_ts; placed at "
+                  "time 0", missing)
+    return pl.col("start_ts").cast(pl.Int64).fill_null(0)
 
 
 def _duration() -> pl.Expr:
@@ -272,34 +509,33 @@ def _execution(df: pl.DataFrame) -> pl.Expr:
 
 
 def _flows(df: pl.DataFrame) -> pl.Expr:
-    """``flow_id`` as ``neuron:<id>`` strings, whether stored as a list or as text."""
+    """``flow_id`` as ``neuron:<id>`` strings, whether stored as a list or as text (ids
+    separated by commas, in brackets or not, each in quotes or not)."""
     if "flow_id" not in df.columns:
         return pl.lit(None, pl.List(pl.String))
     dt = df.schema["flow_id"]
     if isinstance(dt, pl.List):
         lst = pl.col("flow_id").cast(pl.List(pl.String))
-    else:
-        text = pl.col("flow_id").cast(pl.String).str.strip_chars()
-        lst = pl.when(text.str.starts_with("[")).then(
-            text.str.json_decode(pl.List(pl.String))
-        ).otherwise(text.str.split(","))
+    else:  # "1,2" or a JSON list, '["1", "2"]' or "[1, 2]": split, never parsed
+        lst = pl.col("flow_id").cast(pl.String).str.strip_chars().str.strip_chars("[]") \
+            .str.split(",")
+    flow = pl.element().str.strip_chars().str.strip_chars('"').str.strip_chars()
     return lst.list.eval(
-        pl.when(pl.element().str.strip_chars() != "")
-        .then(pl.lit(N.FLOW_PREFIX) + pl.element().str.strip_chars())
+        pl.when(flow != "").then(pl.lit(N.FLOW_PREFIX) + flow)
     ).list.drop_nulls()
 
 
 def _system(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFrame:
     if "name" not in df.columns or "start_ts" not in df.columns:
         missing = "name" if "name" not in df.columns else "start_ts"
-        raise BadInput(f"{folder}/{SYSTEM}: no {missing} column")
+        raise BadInput(f"{shown(folder)}/{SYSTEM}: no {missing} column")
     extra = [c for c in df.columns if c not in _SYSTEM_KNOWN]
     df = _with_defaults(df, sorted(_SYSTEM_KNOWN))
     src = pl.col("trace_event_source").cast(pl.String)
     unknown = df.filter(src.is_not_null() & ~src.is_in(list(LAYER_OF_SOURCE)))
     if unknown.height:
         diag.warn("unknown_event_source",
-                  f"{folder}/{SYSTEM}: trace_event_source "
+                  f"{shown(folder)}/{SYSTEM}: trace_event_source "
                   f"{unknown.get_column('trace_event_source')[0]!r} is not framework, "
                   "neuron_rt or neuron_hw; read as runtime", unknown.height)
     hw_name = pl.col("name").is_in(list(N.HARDWARE_EVENTS))
@@ -317,7 +553,7 @@ def _system(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFrame:
         pl.col("name").cast(pl.String).fill_null("").alias(S.NAME),
         pl.when(_duration().is_not_null()).then(pl.lit(S.SPAN))
         .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
-        pl.col("start_ts").cast(pl.Int64).alias(S.START_NS),
+        _start(df, diag, f"{shown(folder)}/{SYSTEM}").alias(S.START_NS),
         _duration().fill_null(0).clip(0).alias(S.DUR_NS),
         pid.alias(S.PID), tid.alias(S.TID),
         pid_label.alias(N.PID_LABEL), tid_label.alias(N.TID_LABEL),
@@ -378,18 +614,23 @@ def _device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.DataFrame | None:
-    if not execinfo:
+    """ExecutionInfo's device windows (``d_start``, ``d_end``) of NeuronCore ``nc`` (all
+    rows when None or no ``nc_idx``), in execution order; a row whose times are not
+    integers (:func:`neuron.int_value`) is left out. None without those columns."""
+    if not execinfo or not {"execution_start_ts", "execution_end_ts"} <= execinfo[0].keys():
         return None
-    df = pl.DataFrame(execinfo, infer_schema_length=None)
-    if "execution_start_ts" not in df.columns or "execution_end_ts" not in df.columns:
-        return None
-    if nc is not None and "nc_idx" in df.columns:
-        df = df.filter(pl.col("nc_idx").cast(pl.Int64, strict=False) == nc)
-    order = ["execution_index"] if "execution_index" in df.columns else ["execution_start_ts"]
-    return df.sort(order).select(
-        d_start=pl.col("execution_start_ts").cast(pl.Int64, strict=False),
-        d_end=pl.col("execution_end_ts").cast(pl.Int64, strict=False),
-    ).drop_nulls()
+    rows = [r for r in execinfo
+            if nc is None or "nc_idx" not in r or N.int_value(r["nc_idx"]) == nc]
+    order = "execution_index" if "execution_index" in execinfo[0] else "execution_start_ts"
+
+    def key(r: dict[str, Any]) -> tuple[bool, int]:
+        v = N.int_value(r.get(order))
+        return (v is not None, v or 0)
+
+    windows = [(N.int_value(r.get("execution_start_ts")), N.int_value(r.get("execution_end_ts")))
+               for r in sorted(rows, key=key)]
+    return pl.DataFrame([w for w in windows if None not in w], schema={
+        "d_start": pl.Int64, "d_end": pl.Int64}, orient="row")
 
 
 def _schema_version(meta: list[dict[str, Any]] | None, folder: Path,
@@ -401,12 +642,12 @@ def _schema_version(meta: list[dict[str, Any]] | None, folder: Path,
             break
     if version is None:
         diag.warn("explorer_schema_version",
-                  f"{folder}: no Metadata.profile_schema_version; read as the known layout")
+                  f"{shown(folder)}: no Metadata.profile_schema_version; read as the known layout")
         return None
     major = version.split(".", 1)[0].strip()
     if not major.isdigit() or int(major) not in KNOWN_MAJORS:
         diag.warn("explorer_schema_version",
-                  f"{folder}: profile schema version {version} (major {major}) is not one "
+                  f"{shown(folder)}: profile schema version {version} (major {major}) is not one "
                   f"this reader knows ({KNOWN_MAJORS.start}-{KNOWN_MAJORS.stop - 1}); read "
                   "by column name, unknown columns kept in args")
     return version
@@ -415,9 +656,9 @@ def _schema_version(meta: list[dict[str, Any]] | None, folder: Path,
 def _profile_nc(folder: Path, meta: list[dict[str, Any]] | None) -> int | None:
     for row in meta or []:
         for key in ("nc_idx", "logical_nc_idx", "vnc_idx"):
-            v = row.get(key)
-            if isinstance(v, int) or (isinstance(v, str) and v.isdigit()):
-                return int(v)
+            v = N.int_value(row.get(key))
+            if v is not None:
+                return v
     for part in (folder.name, folder.parent.name):
         nc = N.nc_from_name(part)
         if nc is not None:
