@@ -7,6 +7,8 @@ import those alongside this process (see :mod:`neurontrace.splitting`).
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import click
@@ -16,6 +18,7 @@ from neurontrace.cli.options import verbose_option
 from neurontrace.cli.progress import Bar
 from neurontrace.executors import EXECUTORS
 from neurontrace.quickstart import arrow_without_pandas
+from neurontrace.scratch import Terminated, sigterm_raises
 
 
 class _Formats(click.Choice):
@@ -69,18 +72,12 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | N
     appears only when complete; inputs are never modified.
     """
     verbose = (ctx.obj or {}).get("verbose", 0)
-    if len(inputs) == 1 and fmt in (None, "kineto"):
-        from neurontrace.splitting import start_workers
-
-        start_workers(inputs[0])
-    arrow_without_pandas()
-    bar = Bar("converting", progress)
-    try:
-        result = neurontrace.convert(list(inputs) if len(inputs) > 1 else inputs[0], out,
-                                     fmt=fmt, rank=rank, progress=bar, jobs=jobs,
-                                     executor=executor, address=address, force=force)
-    finally:
-        bar.close()
+    with sigterm_raises():
+        try:
+            result = _run(inputs, out, fmt, rank, jobs, executor, address, force, progress)
+        except Terminated:
+            click.echo("neurontrace: terminated (SIGTERM)", err=True)
+            ctx.exit(Terminated.exit_code)
     d = result.diagnostics
     warned = sum(d.counts.values())
     click.echo(
@@ -96,3 +93,28 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | N
             click.echo(f"  skipped (no known format): {f}", err=True)
         for f in result.kept:
             click.echo(f"  kept (input unchanged): {f}", err=True)
+
+
+def _run(inputs: tuple[Path, ...], out: str, fmt: str | None, rank: int | None, jobs: int,
+         executor: str, address: str | None, force: bool,
+         progress: bool | None) -> neurontrace.Converted:
+    if len(inputs) == 1 and fmt in (None, "kineto") and _regular_file(inputs[0]):
+        from neurontrace.splitting import start_workers
+
+        start_workers(inputs[0])
+    arrow_without_pandas()
+    bar = Bar("converting", progress)
+    try:
+        return neurontrace.convert(list(inputs) if len(inputs) > 1 else inputs[0], out,
+                                   fmt=fmt, rank=rank, progress=bar, jobs=jobs,
+                                   executor=executor, address=address, force=force)
+    finally:
+        bar.close()
+
+
+def _regular_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (never opened otherwise: a FIFO would block)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False

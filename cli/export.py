@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
-from neurontrace import analysis
+from neurontrace import analysis, atomic
 from neurontrace.cli import render as R
 from neurontrace.cli.options import json_option, path_argument, verbose_option
 from neurontrace.cli.progress import Bar
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.scratch import Terminated, sigterm_raises
 from neurontrace.views import chrome
 
 
@@ -34,13 +35,19 @@ def export(ctx: click.Context, path: Path, out: Path, marks: bool, progress: boo
     device work, and tracks marking idle gaps (by cause) and copies. neurontrace reads
     OUT back with every column intact.
     """
+    atomic.refuse_overlap([path], out)
+    atomic.check_output(out)
     diag = Diagnostics()
     lf = analysis.events(path, diag=diag)
     bar = Bar("exporting", progress, unit="events", scale=1)
-    try:
-        done = chrome.export(lf, out, marks=marks, progress=bar)
-    finally:
-        bar.close()
+    with sigterm_raises():
+        try:
+            done = chrome.export(lf, out, marks=marks, progress=bar)
+        except Terminated:
+            click.echo("neurontrace: terminated (SIGTERM)", err=True)
+            ctx.exit(Terminated.exit_code)
+        finally:
+            bar.close()
     R.warnings(diag, (ctx.obj or {}).get("verbose", 0))
     if as_json:
         R.emit_json({"path": str(done.path), "rows": done.rows, "flows": done.flows,

@@ -8,7 +8,7 @@ from typing import Any
 import click
 import polars as pl
 
-from neurontrace import analysis
+from neurontrace import analysis, atomic
 from neurontrace.analysis.report import Report
 from neurontrace.cli import render as R
 from neurontrace.cli.compare import labels
@@ -36,6 +36,9 @@ def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path
     tables behind the words (a list with several PATHS). --html OUT.html writes the
     same as a page that needs no network.
     """
+    if html_out is not None:  # before anything is read: never over an input
+        atomic.refuse_overlap(paths, html_out)
+        atomic.check_output(html_out)
     diag = Diagnostics()
     runs = {label: analysis.events(p, diag=diag)
             for label, p in zip(labels(paths), paths, strict=True)}

@@ -120,7 +120,7 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
         held = narrow.in_memory()
         derived: Derived
         if held is not None:
-            narrow.pieces = []
+            narrow.discard()  # read into ``held``: drop the frames and remove the files
             derived = _derive(complete(held if held.width else _EMPTY), ev, diag)
         else:
             from neurontrace.sweep import derive  # (it builds on this module)

@@ -1,18 +1,307 @@
-"""Swapping a finished folder into place, so that readers never see a half-written one."""
+"""Putting outputs in place without harming anything: never over an input, never over
+what is not a file of ours, never half-written, never with private permissions.
+
+- :func:`refuse_overlap`: an output that is, holds or lies inside an input is refused
+  before anything is written. Paths are compared resolved (symlinks, ``./x`` and ``x``)
+  and by identity (``st_dev``, ``st_ino``: hard links, bind mounts), never as strings.
+- :func:`check_output`: an output that exists must be a regular file (or, where a
+  folder is written, a folder); a device node, FIFO or socket is refused, never replaced.
+- :func:`writing`: a temporary file renamed into place once complete (removed on any
+  exception, ``KeyboardInterrupt`` included), with the mode any new file gets
+  (``0o666 & ~umask``: ``mkstemp`` alone would leave 0600), under a name that fits in
+  :data:`NAME_MAX` bytes however long the destination's name.
+- :func:`replace_dir`: a finished folder swapped into place.
+
+Failures of the file system that are the user's to fix (a read-only folder, a parent
+that is a file, a full disk) are :class:`~neurontrace.errors.BadInput` naming the output,
+in one line.
+"""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
+import re
 import shutil
+import stat
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from neurontrace.errors import BadInput
 
-def replace_dir(tmp: Path, dst: Path) -> None:
-    """Move the complete folder ``tmp`` to ``dst``, replacing whatever folder is there."""
+#: Bytes a file name may have on the file systems we write to (Linux, macOS).
+NAME_MAX = 255
+#: Characters ``mkstemp`` adds to a name (its random part).
+_RANDOM = 8
+#: Errors of a write that say the disk is full or read-only (never a bug of ours).
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+_umask_lock = threading.Lock()
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it where the system says it
+    (``/proc/self/status``, Linux 4.7 on); elsewhere set and restored under a lock."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode a new regular file gets: ``0o666`` less the umask."""
+    return 0o666 & ~current_umask()
+
+
+def hidden_name(name: str, tag: str) -> str:
+    """``.<name>.<tag>``, or, when that would not fit in :data:`NAME_MAX` bytes,
+    ``.nt-<hash of name>.<tag>`` (the same for the same name, so it can be found again)."""
+    full = f".{name}.{tag}"
+    if len(os.fsencode(full)) <= NAME_MAX:
+        return full
+    digest = hashlib.blake2b(os.fsencode(name), digest_size=8).hexdigest()
+    return f".nt-{digest}.{tag}"
+
+
+def _temporary_prefix(name: str, suffix: str) -> str:
+    prefix = f".{name}."
+    if len(os.fsencode(prefix + suffix)) + _RANDOM <= NAME_MAX:
+        return prefix
+    return ".nt-"
+
+
+def errno_of(e: OSError) -> int | None:
+    """``e.errno``, or the one Arrow names in its message (``[errno 28] ...``)."""
+    if e.errno is not None:
+        return e.errno
+    found = re.search(r"\[errno (\d+)\]", str(e), re.IGNORECASE)
+    return int(found.group(1)) if found else None
+
+
+def cannot_write(dst: os.PathLike[str] | str, e: OSError) -> BadInput:
+    """The one-line error for an output that the file system refuses."""
+    code = errno_of(e)
+    why = os.strerror(code) if code is not None else \
+        (str(e).splitlines() or [type(e).__name__])[0]
+    return BadInput(f"{os.fspath(dst)}: cannot write ({why[:1].lower() + why[1:]})")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is neither a regular file nor a folder (a
+    device, a FIFO, a socket), else None."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return _kind(mode)
+
+
+def check_output(dst: Path, folder: bool | None = False) -> None:
+    """Refuse an existing ``dst`` that is not a regular file (with ``folder``: not a
+    folder; with None: neither); a missing one is fine. A symlink is judged by what it
+    points to. A path the system refuses (a name too long) is refused too."""
+    try:
+        st = os.stat(dst)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise cannot_write(dst, e) from None
+    if folder is not False and stat.S_ISDIR(st.st_mode):
+        return
+    if stat.S_ISREG(st.st_mode) and not folder:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{dst}: is a folder; one input writes one file (name a file, "
+                       "or give several inputs to write a dataset folder)")
+    if folder and stat.S_ISREG(st.st_mode):
+        raise BadInput(f"{dst}: exists and is not a folder (several inputs make a folder)")
+    raise BadInput(f"{dst}: exists and is {_kind(st.st_mode)}, not a regular file; "
+                   "it is not replaced")
+
+
+def make_parent(dst: Path) -> list[Path]:
+    """Create the folder ``dst`` goes in; the folders created, outermost first (a
+    parent that is a file, or that cannot be created, is BadInput)."""
+    missing = []
+    for p in dst.parents:
+        if os.path.lexists(p):
+            break
+        missing.append(p)
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise BadInput(f"{dst}: cannot write (a parent of it is a file, not a folder)") \
+            from None
+    except OSError as e:
+        raise cannot_write(dst, e) from None
+    return missing[::-1]
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (outermost first, as :func:`make_parent` gives them) that are
+    empty, innermost first: what a failed run created and left unused."""
+    for p in reversed(folders):
+        try:
+            p.rmdir()
+        except OSError:
+            return
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _lineage(path: Path) -> list[tuple[Path, tuple[int, int]]]:
+    """``path`` and each existing folder above it, with their identities."""
+    out = []
+    for p in (path, *path.parents):
+        ident = _identity(p)
+        if ident is not None:
+            out.append((p, ident))
+    return out
+
+
+def _holds_link_to(folder: Path, ident: tuple[int, int]) -> bool:
+    """Whether a file under ``folder`` (symlinks not followed) is ``ident``."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == ident:
+                return True
+    return False
+
+
+def refuse_overlap(inputs: Iterable[os.PathLike[str] | str], output: os.PathLike[str] | str
+                   ) -> None:
+    """BadInput when ``output`` is an input, lies inside an input folder, or is a folder
+    that holds an input: writing there would destroy the input.
+
+    Compared by resolved path and by (``st_dev``, ``st_ino``) of the paths and of the
+    folders above them, so that a symlink, a hard link, a bind mount or another spelling
+    of the same place is caught. Missing inputs are left to the reader to report.
+    """
+    out = Path(os.path.abspath(output))
+    out_real = out.resolve()
+    out_id = _identity(out)
+    out_up = {ident for _, ident in _lineage(out_real)} | (
+        {out_id} if out_id is not None else set())
+    for given in inputs:
+        src = Path(os.path.abspath(given))
+        src_real = src.resolve()
+        src_id = _identity(src)
+        if src_id is None:
+            continue
+        if src_real == out_real or src_id == out_id:
+            raise BadInput(f"{output}: is the input {given}; refusing to write over it")
+        if os.path.isdir(src) and (src_real in out_real.parents or src_id in out_up):
+            raise BadInput(f"{output}: lies inside the input folder {given}; write it "
+                           "elsewhere")
+        if out_id is not None and (out_real in src_real.parents
+                                   or out_id in {i for _, i in _lineage(src_real)}):
+            raise BadInput(f"{output}: holds the input {given}; writing there would "
+                           "replace it")
+        if out_id is not None and os.path.isdir(src) and os.path.isfile(out) \
+                and os.stat(out).st_nlink > 1 and _holds_link_to(src, out_id):
+            raise BadInput(f"{output}: is a hard link to a file in the input folder "
+                           f"{given}; refusing to write over it")
+
+
+@contextmanager
+def writing(dst: Path, tmp_dir: Path | None = None, fsync: bool = False) -> Iterator[Path]:
+    """A temporary path to write ``dst``'s content to; renamed to ``dst`` when the block
+    ends without an exception, removed otherwise (whatever the exception).
+
+    The temporary file is made in ``tmp_dir`` when that is on ``dst``'s file system
+    (a run's temporary folder, see :mod:`neurontrace.scratch`), else next to ``dst``;
+    its name fits in :data:`NAME_MAX` bytes. Before the rename it is given
+    :func:`file_mode`; with ``fsync`` its bytes (and the rename) are flushed to disk.
+    An existing ``dst`` that is not a regular file is refused (:func:`check_output`).
+    """
+    check_output(dst)
+    make_parent(dst)
+    folder = dst.parent
+    if tmp_dir is not None:
+        same = _identity(tmp_dir)
+        here = _identity(folder)
+        if same is not None and here is not None and same[0] == here[0]:
+            folder = tmp_dir
+    suffix = ".tmp"
+    try:
+        fd, name = tempfile.mkstemp(prefix=_temporary_prefix(dst.name, suffix),
+                                    suffix=suffix, dir=folder)
+    except OSError as e:
+        raise cannot_write(dst, e) from None
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, file_mode())
+        if fsync:
+            _fsync(tmp)
+        check_output(dst)  # nothing else appeared there meanwhile
+        try:
+            os.replace(tmp, dst)
+        except OSError as e:
+            raise cannot_write(dst, e) from None
+        if fsync:
+            _fsync(dst.parent)
+    except OSError as e:
+        if errno_of(e) in FULL_ERRNOS:
+            raise cannot_write(dst, e) from None
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_dir(tmp: Path, dst: Path, trash: Path | None = None) -> None:
+    """Move the complete folder ``tmp`` to ``dst``, replacing whatever folder is there.
+
+    The old folder is moved aside first, into ``trash`` (a run's temporary folder, on
+    the same file system) when given, else next to ``dst``, then deleted."""
     if dst.exists():
-        old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
+        if trash is not None:
+            old = Path(tempfile.mkdtemp(prefix="old-", dir=trash)) / "old"
+        else:
+            old = dst.with_name(hidden_name(dst.name, f"old-{os.getpid()}"))
         os.replace(dst, old)
         os.replace(tmp, dst)
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old if trash is None else old.parent, ignore_errors=True)
     else:
         os.replace(tmp, dst)

@@ -6,7 +6,7 @@ import json
 import os
 import posixpath
 import shutil
-import tempfile
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from neurontrace import atomic, store
+from neurontrace import atomic, scratch, store
 from neurontrace import schema as S
 from neurontrace.assemble import Assembled, assemble
 from neurontrace.destination import Place, lock, matching
@@ -27,11 +27,13 @@ from neurontrace.errors import BadInput, UnknownFormat
 from neurontrace.executors import Executor, Serial, executor_of
 from neurontrace.readers import detect
 from neurontrace.readers.base import Progress, Source
+from neurontrace.spill import SpillLimit
 
 PathLike = str | os.PathLike[str]
 
-#: Folder next to the output where external converters (neuron-explorer) write.
-CACHE_DIR = ".neurontrace-cache"
+#: Folder next to the output where external converters (neuron-explorer) write (see
+#: :func:`neurontrace.scratch.cache_folder`: per user in a folder anyone may write to).
+CACHE_DIR = scratch.CACHE
 
 
 @dataclass
@@ -54,8 +56,11 @@ def _assemble(src: Source, rank: int | None, progress: Progress | None,
     ev = src.read(diag, progress)
     if ev.rank is None:
         ev.rank = src.rank
-    built = assemble(ev, diag, rank=rank, workdir=workdir,
-                     read=digest.start if isinstance(digest, Later) else None)
+    try:
+        built = assemble(ev, diag, rank=rank, workdir=workdir,
+                         read=digest.start if isinstance(digest, Later) else None)
+    except SpillLimit as e:
+        raise BadInput(f"{src.path}: {e}") from None
     source: dict[str, object] = {"path": str(src.path), "format": src.format}
     try:
         source["bytes"] = _size(src.path)
@@ -90,10 +95,10 @@ def load_all(src: PathLike, fmt: str | None = None, rank: int | None = None,
     event table in memory, in the order ``convert`` would write them."""
     diag = diag if diag is not None else Diagnostics()
     tables = []
-    with tempfile.TemporaryDirectory(prefix="neurontrace-cache-") as cache:
-        sources, _, _ = inputs_of([src], fmt, Path(cache))
+    with scratch.run_folder(None) as work, scratch.cache_folder(None, work) as cache:
+        sources, _, _ = inputs_of([src], fmt, cache, diag)
         for source in sources:
-            built, meta = _assemble(source, rank, progress, diag, None)
+            built, meta = _assemble(source, rank, progress, diag, work)
             try:
                 tables.append(built.table().replace_schema_metadata(meta))
             finally:
@@ -102,10 +107,11 @@ def load_all(src: PathLike, fmt: str | None = None, rank: int | None = None,
 
 
 def _write(src: Source, dst: Path, rank: int | None, progress: Progress | None,
-           diag: Diagnostics, digest: Callable[[], str] | None = None) -> int:
-    built, meta = _assemble(src, rank, progress, diag, dst.parent, digest)
+           diag: Diagnostics, digest: Callable[[], str] | None, work: Path) -> int:
+    """Convert ``src`` to ``dst``, every temporary file in the folder ``work``."""
+    built, meta = _assemble(src, rank, progress, diag, work, digest)
     try:
-        store.write_batches(built.batches(), dst, meta)
+        store.write_batches(built.batches(), dst, meta, tmp_dir=work)
         return built.num_rows
     finally:
         built.close()
@@ -128,28 +134,42 @@ def _sources_of(path: Path, fmt: str | None, cache: Path) -> tuple[list[Source],
     return [Source(path, reader.name, partial(reader.read, path), stem(path))], False
 
 
-def inputs_of(srcs: Sequence[PathLike], fmt: str | None,
-              cache: Path) -> tuple[list[Source], list[Path], bool]:
+def inputs_of(srcs: Sequence[PathLike], fmt: str | None, cache: Path,
+              diag: Diagnostics | None = None) -> tuple[list[Source], list[Path], bool]:
     """Expand inputs into sources: (sources, skipped files, whether they make a dataset).
 
     A folder that a reader claims as a whole (a Neuron Explorer output, a run folder)
     is read by that reader; any other folder is walked (hidden entries skipped) and
-    each file or claimed folder in it detected.
+    each file or claimed folder in it detected. An input must be a regular file or a
+    folder: a FIFO, socket or device is refused without being opened (reading one could
+    wait forever). The same input given twice (under another spelling, through a
+    symlink or a hard link, or also inside a folder given) is read once. In a walked
+    folder, an entry that cannot be followed (a dangling or looping symlink, no
+    permission), that is neither a regular file nor a folder, or a folder already
+    walked (a symlink back up the tree) is skipped with a warning in ``diag``.
     """
+    diag = diag if diag is not None else Diagnostics()
     found: list[Source] = []
     skipped: list[Path] = []
-    dataset = len(srcs) > 1
+    given: list[tuple[Path, os.stat_result]] = []
+    seen: set[tuple[int, int]] = set()
     for s in srcs:
         p = Path(s)
-        if not p.exists():
-            raise BadInput(f"{p}: no such file or folder")
-        if p.is_dir() and not _claimed(p, fmt):
+        st = _stat_input(p)
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            given.append((p, st))
+    dataset = len(given) > 1
+    walked: set[tuple[int, int]] = set()
+    for p, st in given:
+        if stat.S_ISDIR(st.st_mode) and not _claimed(p, fmt):
             dataset = True
-            _walk(p, fmt, cache, found, skipped)
+            _walk(p, fmt, cache, found, skipped, diag, walked)
         else:
             expanded, always = _sources_of(p, fmt, cache)
             dataset = dataset or always or len(expanded) != 1
             found.extend(expanded)
+    found = _distinct(found)
     if not found:
         raise BadInput(
             f"{', '.join(str(s) for s in srcs)}: no trace found"
@@ -158,18 +178,87 @@ def inputs_of(srcs: Sequence[PathLike], fmt: str | None,
     return found, skipped, dataset
 
 
+def _stat_input(p: Path) -> os.stat_result:
+    """``p``'s status, when it is a regular file or a folder; else BadInput saying why."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        if os.path.lexists(p):
+            raise BadInput(f"{p}: a symlink to nothing (dangling)") from None
+        raise BadInput(f"{p}: no such file or folder") from None
+    except OSError as e:
+        raise BadInput(f"{p}: cannot read ({_why(e)})") from None
+    kind = atomic.special_kind(st.st_mode)
+    if kind is not None:
+        raise BadInput(f"{p}: is {kind}, not a regular file or folder; not read")
+    return st
+
+
+def _why(e: OSError) -> str:
+    if e.errno is not None:
+        text = os.strerror(e.errno)
+        return text[:1].lower() + text[1:]
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def _distinct(sources: list[Source]) -> list[Source]:
+    """``sources`` without repeats: the same file or folder read as the same format."""
+    out: list[Source] = []
+    seen: set[tuple[int, int, str]] = set()
+    for source in sources:
+        try:
+            st = os.stat(source.path)
+        except OSError:
+            out.append(source)
+            continue
+        key = (st.st_dev, st.st_ino, source.format)
+        if key not in seen:
+            seen.add(key)
+            out.append(source)
+    return out
+
+
 def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
-          skipped: list[Path]) -> None:
-    for q in sorted(folder.iterdir()):
+          skipped: list[Path], diag: Diagnostics, walked: set[tuple[int, int]]) -> None:
+    try:
+        st = os.stat(folder)
+    except OSError as e:
+        diag.warn("skipped_entry", f"{folder}: skipped ({_why(e)})")
+        return
+    if (st.st_dev, st.st_ino) in walked:
+        diag.warn("skipped_entry", f"{folder}: skipped (a folder already read: a symlink "
+                  "loop, or given twice)")
+        return
+    walked.add((st.st_dev, st.st_ino))
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as e:
+        diag.warn("skipped_entry", f"{folder}: skipped ({_why(e)})")
+        return
+    for q in entries:
         if q.name.startswith("."):
             continue
-        if q.is_dir() and not _claimed(q, fmt):
-            _walk(q, fmt, cache, found, skipped)
+        try:
+            mode = os.stat(q).st_mode
+        except FileNotFoundError:
+            diag.warn("skipped_entry", f"{q}: skipped (a symlink to nothing)")
+            continue
+        except OSError as e:
+            diag.warn("skipped_entry", f"{q}: skipped ({_why(e)})")
+            continue
+        kind = atomic.special_kind(mode)
+        if kind is not None:
+            diag.warn("skipped_entry", f"{q}: skipped (is {kind}, not a regular file)")
+            continue
+        if stat.S_ISDIR(mode) and not _claimed(q, fmt):
+            _walk(q, fmt, cache, found, skipped, diag, walked)
             continue
         try:
             found.extend(_sources_of(q, fmt, cache)[0])
         except UnknownFormat:
             skipped.append(q)
+        except OSError as e:
+            diag.warn("skipped_entry", f"{q}: skipped ({_why(e)})")
 
 
 def _claimed(folder: Path, fmt: str | None) -> bool:
@@ -200,6 +289,10 @@ class Job:
     candidates: tuple[str, ...] = ()
     previous: Place | None = None
     force: bool = False
+    #: The run's temporary folder (:func:`neurontrace.scratch.run_folder`), where the
+    #: job makes a folder for its own temporary files; elsewhere (a job on another
+    #: machine) it makes a run folder of its own.
+    scratch: str | None = None
 
 
 @dataclass
@@ -230,18 +323,19 @@ def convert_one(job: Job, progress: Progress | None = None) -> Done:
         digest = Later(src.path)
     diag = Diagnostics()
     local = job.out.local
-    if local is not None:
-        staged = local / f"{job.name}.parquet" if job.dataset else local
-        rows = _write(src, staged, job.rank, progress, diag, digest)
-        path = staged
-        if job.dataset:
-            path = local / f"rank={_rank_of(staged)}" / staged.name
-            path.parent.mkdir(exist_ok=True)
-            os.replace(staged, path)
-        return Done(str(path), rows, False, dict(diag.counts), diag.examples)
-    with tempfile.TemporaryDirectory(prefix="neurontrace-") as tmp:
-        staged = Path(tmp) / f"{job.name}.parquet"
-        rows = _write(src, staged, job.rank, progress, diag, digest)
+    near = local.parent if local is not None else None
+    with scratch.job_folder(job.scratch, near) as work:
+        if local is not None:
+            staged = local / f"{job.name}.parquet" if job.dataset else local
+            rows = _write(src, staged, job.rank, progress, diag, digest, work)
+            path = staged
+            if job.dataset:
+                path = local / f"rank={_rank_of(staged)}" / staged.name
+                path.parent.mkdir(exist_ok=True)
+                os.replace(staged, path)
+            return Done(str(path), rows, False, dict(diag.counts), diag.examples)
+        staged = work / f"{job.name}.parquet"
+        rows = _write(src, staged, job.rank, progress, diag, digest, work)
         target = job.out.path
         if job.dataset:
             target = job.out.child(f"rank={_rank_of(staged)}/{staged.name}").path
@@ -298,40 +392,98 @@ def convert(
     a local ``dst`` (in the system's temporary folder for a remote one).
     """
     srcs = [src] if isinstance(src, (str, os.PathLike)) else list(src)
-    out = Converted()
     place = Place.of(dst)
     local = place.local
-    if local is not None:
-        local.parent.mkdir(parents=True, exist_ok=True)
-        cache = local.parent / CACHE_DIR
-    else:
+    if local is None:
         place.check()
-        cache = Path(tempfile.gettempdir()) / CACHE_DIR
-    sources, out.skipped, dataset = inputs_of(srcs, fmt, cache)
+        with scratch.run_folder(None) as work:
+            return _convert(srcs, place, None, work, fmt, rank, progress, jobs, executor,
+                            address, force)
+    atomic.refuse_overlap(srcs, local)
+    atomic.check_output(local, folder=None)
+    made = atomic.make_parent(local)
+    try:
+        with scratch.run_folder(local.parent, local) as work:
+            return _convert(srcs, place, local, work, fmt, rank, progress, jobs, executor,
+                            address, force)
+    except OSError as e:  # the disk filled up, or turned read-only, while writing
+        atomic.remove_empty(made)
+        if atomic.errno_of(e) in atomic.FULL_ERRNOS:
+            raise atomic.cannot_write(local, e) from None
+        raise
+    except BaseException:
+        atomic.remove_empty(made)  # the folders made for an output never written
+        raise
+
+
+def _convert(srcs: list[PathLike], place: Place, local: Path | None, work: Path,
+             fmt: str | None, rank: int | None, progress: Progress | None, jobs: int,
+             executor: str | Executor, address: str | None, force: bool) -> Converted:
+    """:func:`convert`, its checks made, every temporary file in the run folder ``work``."""
+    out = Converted()
+    with scratch.cache_folder(local.parent if local is not None else None, work) as cache:
+        sources, out.skipped, dataset = inputs_of(srcs, fmt, cache, out.diagnostics)
+        return _convert_sources(sources, out, dataset, place, local, work, rank, progress,
+                                jobs, executor, address, force)
+
+
+def _convert_sources(sources: list[Source], out: Converted, dataset: bool, place: Place,
+                     local: Path | None, work: Path, rank: int | None,
+                     progress: Progress | None, jobs: int, executor: str | Executor,
+                     address: str | None, force: bool) -> Converted:
     out.inputs = [s.path for s in sources]
     run = executor if not isinstance(executor, str) else executor_of(executor, jobs, address)
     if not dataset:
+        if local is not None:
+            atomic.check_output(local)  # a folder, when one input writes one file
         cands = (place.path,) if place.kind() == pafs.FileType.File else ()
-        job = Job(sources[0], sources[0].name, rank, place, False, cands, None, force)
+        job = Job(sources[0], sources[0].name, rank, place, False, cands, None, force,
+                  str(work))
         _record(out, convert_one(job, progress))
         return out
     if local is None:
-        _dataset(sources, place, None, rank, force, run, progress, out)
+        _dataset(sources, place, None, rank, force, run, progress, out, work)
         return out
-    if local.exists() and not local.is_dir():
-        raise BadInput(f"{local}: exists and is not a folder (several inputs make a folder)")
+    atomic.check_output(local, folder=True)
+    _refuse_foreign(local)
     with lock(local):
-        staging = local.with_name(f".{local.name}.partial")
+        staging = local.with_name(atomic.hidden_name(local.name, "partial"))
         staging.mkdir(exist_ok=True)
-        _dataset(sources, Place.of(staging), place, rank, force, run, progress, out)
-        atomic.replace_dir(staging, local)
+        _dataset(sources, Place.of(staging), place, rank, force, run, progress, out, work)
+        atomic.replace_dir(staging, local, trash=work)
     out.outputs = [local / Path(p).relative_to(staging) for p in map(str, out.outputs)]
     return out
 
 
+def _refuse_foreign(folder: Path) -> None:
+    """BadInput when ``folder`` exists and holds a file that is not a Parquet file of
+    ours (a dataset written before is replaced whole; anything else is not ours to)."""
+    if not folder.is_dir():
+        return
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = Path(root, name)
+            if name.endswith(".parquet") and _ours(path):
+                continue
+            raise BadInput(f"{folder}: a folder that is not a neurontrace dataset (it "
+                           f"holds {path.relative_to(folder)}); it is not replaced, "
+                           "choose another output")
+
+
+def _ours(path: Path) -> bool:
+    """Whether ``path`` is a regular Parquet file that neurontrace wrote (any version)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        meta = pq.read_schema(path).metadata or {}
+    except (pa.ArrowInvalid, OSError):
+        return False
+    return S.META_SCHEMA_VERSION in meta
+
+
 def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: int | None,
              force: bool, run: Executor, progress: Progress | None,
-             result: Converted) -> None:
+             result: Converted, work: Path) -> None:
     """Convert (or keep) every source into the folder ``out``, then drop its other files."""
     existing: dict[str, list[str]] = {}
     for where in (out, previous):
@@ -342,7 +494,7 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
     for source in sources:
         name = unique(source.name, names)
         cands = tuple(existing.get(f"{name}.parquet", ()))
-        jobs.append(Job(source, name, rank, out, True, cands, previous, force))
+        jobs.append(Job(source, name, rank, out, True, cands, previous, force, str(work)))
     total = sum(_size(s.path) for s in sources)
     finished = 0
 

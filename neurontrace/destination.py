@@ -23,6 +23,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from neurontrace import schema as S
+from neurontrace.atomic import hidden_name
 from neurontrace.errors import BadInput
 
 
@@ -142,16 +143,17 @@ def matching(fs: pafs.FileSystem, path: str, want: dict[str, Any]) -> dict[bytes
 
 @contextmanager
 def lock(dst: Path) -> Iterator[None]:
-    """Hold ``.<name>.lock`` next to ``dst``: a second ``convert`` into the same local
-    destination waits for the first to finish (``flock``; where unavailable, no lock)."""
+    """Hold ``.<name>.lock`` next to ``dst`` (:func:`~neurontrace.atomic.hidden_name`: a
+    shorter name for a long one): a second ``convert`` into the same local destination
+    waits for the first to finish (``flock``; where unavailable, no lock)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    path = dst.with_name(f".{dst.name}.lock")
+    path = dst.with_name(hidden_name(dst.name, "lock"))
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:  # the holder before us may have removed the file: lock the current one
             if os.fstat(fd).st_ino == os.stat(path).st_ino:

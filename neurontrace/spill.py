@@ -7,6 +7,12 @@ hundred bytes a row), and for a trace of more than :func:`memory_rows` rows not 
 those: they go to files too, which :mod:`neurontrace.sweep` reads a bucket at a time.
 Readers that decode parts of a file in parallel write one spill file per part, each in
 its own process.
+
+The spill is bounded (:class:`Budget`): one spill (a trace read serially, or one span of
+it) may write at most :data:`SPILL_LIMIT` bytes if that variable is set, else half the
+space that was free where it is written when it began, so that a small compressed input
+that inflates without end (a gzip bomb of events) stops with one line instead of
+filling the disk.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from neurontrace import schema as S
+from neurontrace.errors import BadInput
 
 STEP_NAME = r"^ProfilerStep#(\d+)$"
 
@@ -44,6 +51,66 @@ _OPTIONAL = (
     (S.TID, pl.Int64), (S.EXTERNAL_ID, pl.Int64), (S.CORRELATION, pl.Int64),
     (S.DEVICE_COL, pl.Int64), (S.EXECUTION, pl.Categorical),
 )
+
+
+#: Environment variable: bytes one spill may write (suffixes K, M, G, T: powers of 1024).
+SPILL_LIMIT = "NEURONTRACE_SPILL_LIMIT"
+#: Without it: this share of the space free where the spill is written, when it begins.
+FREE_SHARE = 0.5
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+class SpillLimit(BadInput):
+    """A spill passed its :class:`Budget` (the message does not name the input: the
+    caller, who knows it, puts it in front)."""
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes an unprivileged process may still write in ``folder``'s file system."""
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def spill_limit(folder: Path) -> tuple[int, str]:
+    """The bytes one spill in ``folder`` may write, and where that figure comes from."""
+    given = os.environ.get(SPILL_LIMIT, "").strip()
+    if given:
+        text = given.upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in _UNITS else ""
+        number = text[: len(text) - len(unit)].strip()
+        if not number.isdigit():
+            raise BadInput(f"{SPILL_LIMIT}={given}: not a size in bytes (e.g. 500G)")
+        return int(number) * _UNITS[unit], f"{SPILL_LIMIT}={given}"
+    free = free_bytes(folder)
+    return int(free * FREE_SHARE), f"half the {_size(free)} free in {folder}"
+
+
+def _size(n: int) -> str:
+    """``n`` bytes, readably (``512 B``, ``3.5 GiB``)."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+class Budget:
+    """Bytes the temporary files of one spill may still take (see the module doc)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.limit, self.why = spill_limit(folder)
+        self.used = 0
+
+    def charge(self, n: int) -> None:
+        self.used += n
+        if self.used > self.limit:
+            raise SpillLimit(
+                f"its events take more than {_size(self.limit)} of temporary files "
+                f"({self.why}); stopped before filling the disk (set {SPILL_LIMIT}, in "
+                "bytes or with K/M/G/T, to allow more)")
 
 
 def temporary(workdir: Path | None, suffix: str = ".spill.arrow") -> Path:
@@ -105,13 +172,15 @@ class Frames:
 
 class Held:
     """Collects frames in order: in memory up to ``limit`` rows, then all of them in
-    Arrow IPC files in ``folder`` (None: the system's temporary folder)."""
+    Arrow IPC files in ``folder`` (None: the system's temporary folder), which take
+    from ``budget`` (default: a :class:`Budget` of their own)."""
 
     def __init__(self, folder: Path | None, limit: int | None = None,
-                 suffix: str = ".narrow.arrow") -> None:
+                 suffix: str = ".narrow.arrow", budget: Budget | None = None) -> None:
         self.folder = folder
         self.limit = memory_rows() if limit is None else limit
         self.suffix = suffix
+        self.budget = budget
         self.frames = Frames()
         self._held: list[pl.DataFrame] = []
         self._out: tuple[pa.OSFile, pa.ipc.RecordBatchStreamWriter, pa.Schema] | None = None
@@ -133,9 +202,14 @@ class Held:
         if self._out is None:
             path = temporary(self.folder, self.suffix)
             self.frames.pieces.append(path)
+            if self.budget is None:  # files of its own: a budget of its own
+                self.budget = Budget(path.parent)
             sink = pa.OSFile(str(path), "wb")
             self._out = (sink, pa.ipc.new_stream(sink, table.schema), table.schema)
+        before = self._out[0].tell()
         self._out[1].write_table(table)
+        assert self.budget is not None
+        self.budget.charge(self._out[0].tell() - before)
 
     def _close(self) -> None:
         if self._out is not None:
@@ -166,16 +240,20 @@ class Spill:
     """Writes batches to ``path`` (Arrow IPC stream) and keeps their narrow columns: in
     memory up to ``limit`` rows, then in files beside ``path``."""
 
-    def __init__(self, path: Path, limit: int | None = None) -> None:
+    def __init__(self, path: Path, limit: int | None = None,
+                 budget: Budget | None = None) -> None:
         self.path = path
+        self.budget = budget if budget is not None else Budget(path.parent)
         self._sink = pa.OSFile(str(path), "wb")
         self._writer: pa.ipc.RecordBatchStreamWriter | None = None
-        self.narrow = Held(path.parent, limit)
+        self.narrow = Held(path.parent, limit, budget=self.budget)
 
     def add(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
             self._writer = pa.ipc.new_stream(self._sink, batch.schema)
+        before = self._sink.tell()
         self._writer.write_batch(batch)
+        self.budget.charge(self._sink.tell() - before)
         part = pl.from_arrow(batch.select([c for c in NARROW if c in batch.schema.names]))
         assert isinstance(part, pl.DataFrame)
         names = pl.Series(batch.column(S.NAME))
@@ -229,10 +307,11 @@ def read_batches(path: Path) -> Iterator[pa.RecordBatch]:
         start = source.tell()
 
 
-def spill_all(batches: Iterable[pa.RecordBatch], path: Path, limit: int | None = None
-              ) -> Frames:
-    """Spill every batch to ``path``; their narrow columns. On failure nothing is left."""
-    spill = Spill(path, limit)
+def spill_all(batches: Iterable[pa.RecordBatch], path: Path, limit: int | None = None,
+              budget: Budget | None = None) -> Frames:
+    """Spill every batch to ``path``; their narrow columns. On failure nothing is left.
+    ``budget``: shared with other temporary files of the same read (default: its own)."""
+    spill = Spill(path, limit, budget)
     try:
         for batch in batches:
             spill.add(batch)

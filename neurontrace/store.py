@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from neurontrace import atomic
 from neurontrace import schema as S
 from neurontrace.ahead import ahead
 from neurontrace.errors import BadInput, SchemaMismatch, is_panic, one_line, panic_message, shown
@@ -37,26 +37,20 @@ def metadata(**fields: Any) -> dict[bytes, bytes]:
 
 
 def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
-                  meta: dict[bytes, bytes]) -> None:
-    """Write event batches to ``dst`` through a temporary file renamed into place."""
+                  meta: dict[bytes, bytes], tmp_dir: Path | None = None) -> None:
+    """Write event batches to ``dst`` through a temporary file renamed into place
+    (:func:`neurontrace.atomic.writing`: made in ``tmp_dir``, a run's temporary folder,
+    when given; the mode any new file gets; nothing left on failure)."""
     schema = S.SCHEMA.with_metadata(meta)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    os.close(fd)
-    try:
-        with pq.ParquetWriter(
-            tmp,
-            schema,
-            compression="zstd",
-            use_dictionary=[S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.TRACK, S.LINK],
-            column_encoding={S.ROW: "DELTA_BINARY_PACKED", S.START_NS: "DELTA_BINARY_PACKED"},
-        ) as w:
-            for group in _row_groups(ahead(batches), schema):
-                w.write_table(group, row_group_size=ROW_GROUP)
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic.writing(dst, tmp_dir) as tmp, pq.ParquetWriter(
+        tmp,
+        schema,
+        compression="zstd",
+        use_dictionary=[S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.TRACK, S.LINK],
+        column_encoding={S.ROW: "DELTA_BINARY_PACKED", S.START_NS: "DELTA_BINARY_PACKED"},
+    ) as w:
+        for group in _row_groups(ahead(batches), schema):
+            w.write_table(group, row_group_size=ROW_GROUP)
 
 
 def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:

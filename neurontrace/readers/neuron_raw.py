@@ -89,11 +89,22 @@ def _key(capture: Path) -> str:
     return h.hexdigest()[:12]
 
 
+def _content(args: list[str]) -> str:
+    """Content hashes of what ``view ARGS`` reads (the NEFF, NTFF or session folder):
+    a cached conversion is reused only when they are the ones it recorded."""
+    from neurontrace.digest import content_digest
+
+    named = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-n", "-s", "-d")]
+    return " ".join(content_digest(Path(p)) for p in named)
+
+
 def explorer_output(args: list[str], capture: Path, cache: Path) -> Path:
     """The Explorer Parquet folder for ``capture``, converting it first if needed."""
     out = cache / f"{capture.name}-{_key(capture)}"
-    if (out / _DONE).exists():
-        return _found(out, capture, "cache")
+    want = _content(args)
+    if (out / _DONE).is_file() and \
+            (out / _DONE).read_text(errors="replace").split("\n", 1)[0] == want:
+        return _found(out, capture, "cache")  # converted from these very bytes
     tool = next((t for t in TOOLS if shutil.which(t)), None)
     command = [tool or TOOLS[0], "view", *args, "--output-format", "parquet",
                "--data-path"]
@@ -113,7 +124,8 @@ def explorer_output(args: list[str], capture: Path, cache: Path) -> Path:
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise BadInput(f"{capture}: {tool} view failed (exit {done.returncode}): {last}")
-        (tmp / _DONE).write_text(" ".join(shlex.quote(a) for a in [*command, str(tmp)]))
+        (tmp / _DONE).write_text(want + "\n"
+                                 + " ".join(shlex.quote(a) for a in [*command, str(tmp)]))
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
     except BaseException:

@@ -29,7 +29,6 @@ The file is written a batch of rows at a time, to a temporary name renamed into 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +37,10 @@ from typing import IO, Any
 import orjson
 import polars as pl
 
+from neurontrace import atomic
 from neurontrace import schema as S
 from neurontrace.analysis.copies import copies
 from neurontrace.analysis.gaps import gaps
-from neurontrace.views import publish
 
 #: First key of the file: how :mod:`neurontrace.readers.exported` recognises it.
 MARKER = "neurontrace"
@@ -100,39 +99,32 @@ def export(lf: pl.LazyFrame, out: str | os.PathLike[str], marks: bool = True,
     lanes = _lanes(narrow)
     gap_rows = gaps(lf).gaps if marks and narrow.height else None
     copy_rows = copies(lf) if marks and narrow.height else None
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            w = _Writer(f)
-            header = {MARKER: {"format": FORMAT, "schema_version": S.SCHEMA_VERSION},
-                      "displayTimeUnit": "ns", "baseTimeNanoseconds": base}
-            f.write(orjson.dumps(header)[:-1] + b',"traceEvents":[\n')
-            for ev in _metadata(lanes):
+    with atomic.writing(dst) as tmp, open(tmp, "wb") as f:
+        w = _Writer(f)
+        header = {MARKER: {"format": FORMAT, "schema_version": S.SCHEMA_VERSION},
+                  "displayTimeUnit": "ns", "baseTimeNanoseconds": base}
+        f.write(orjson.dumps(header)[:-1] + b',"traceEvents":[\n')
+        for ev in _metadata(lanes):
+            w.raw(ev)
+        done = 0
+        for chunk in _chunks(lf, narrow.height):
+            keyed = chunk.join(lanes.select(*_LANE_KEYS, "vpid", "vtid"), on=list(_LANE_KEYS),
+                               how="left", nulls_equal=True, maintain_order="left")
+            for ev in _rows(keyed, base):
                 w.raw(ev)
-            done = 0
-            for chunk in _chunks(lf, narrow.height):
-                keyed = chunk.join(lanes.select(*_LANE_KEYS, "vpid", "vtid"), on=list(_LANE_KEYS),
-                                   how="left", nulls_equal=True, maintain_order="left")
-                for ev in _rows(keyed, base):
-                    w.raw(ev)
-                done += chunk.height
-                if progress is not None:
-                    progress(done, narrow.height)
-            n_flows = 0
-            for ev in _flows(narrow, lanes, base):
+            done += chunk.height
+            if progress is not None:
+                progress(done, narrow.height)
+        n_flows = 0
+        for ev in _flows(narrow, lanes, base):
+            w.raw(ev)
+            n_flows += 1
+        n_gaps = n_copies = 0
+        if gap_rows is not None and copy_rows is not None:
+            for ev in _marks(gap_rows, copy_rows, lanes, base):
                 w.raw(ev)
-                n_flows += 1
-            n_gaps = n_copies = 0
-            if gap_rows is not None and copy_rows is not None:
-                for ev in _marks(gap_rows, copy_rows, lanes, base):
-                    w.raw(ev)
-                n_gaps, n_copies = gap_rows.height, copy_rows.height
-            f.write(b"\n]}\n")
-        publish(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            n_gaps, n_copies = gap_rows.height, copy_rows.height
+        f.write(b"\n]}\n")
     return Exported(dst, narrow.height, n_flows // 2, n_gaps, n_copies, base)
 
 

@@ -13,7 +13,6 @@ it shows of how many, and over which time window.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -22,10 +21,10 @@ from typing import Any
 import orjson
 import polars as pl
 
+from neurontrace import atomic
 from neurontrace import schema as S
 from neurontrace.analysis import compare, copies, copy_summary, gaps, report
 from neurontrace.analysis.gaps import CAUSES
-from neurontrace.views import publish
 
 MAX_EVENTS = 20_000
 MAX_DEPTH = 5  # nesting levels drawn per lane; deeper spans are drawn at this level
@@ -56,15 +55,8 @@ def write(runs: Mapping[str, pl.LazyFrame], out: str | os.PathLike[str], top: in
     # Inside <script>, "</" could close the element: JSON allows "<\/" for it.
     html = template().replace(_PLACEHOLDER, blob.replace("</", "<\\/"))
     dst = Path(out)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(html)
-        publish(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic.writing(dst) as tmp:
+        tmp.write_text(html, encoding="utf-8")
     return dst
 
 

@@ -40,7 +40,7 @@ from neurontrace.readers.jsonstream import (
 )
 from neurontrace.readers.kineto import KEY, Part, finish
 from neurontrace.readers.kineto.columns import Metadata
-from neurontrace.spill import Frames, Held, memory_rows, spill_all, temporary
+from neurontrace.spill import Budget, Frames, Held, SpillLimit, memory_rows, spill_all, temporary
 
 Span = tuple[int | None, int | None]  # (start, stop); None: the array's start / end
 
@@ -90,10 +90,15 @@ def read_span(job: Job, progress: Progress | None = None, here: bool = False) ->
     a pipe by a thread that waits for the GIL while this process decodes."""
     limit = job.limit if here else 0
     diag = Diagnostics()
-    part = Part(Held(job.spill.parent, limit, ".flows.arrow"))
+    budget = Budget(job.spill.parent)  # the span's spill, narrow columns and flows
+    part = Part(Held(job.spill.parent, limit, ".flows.arrow", budget))
     stream = ArrayStream(job.path, KEY, start=job.start, stop=job.stop)
     try:
-        narrow = spill_all(part.rows(stream, job.path, diag, progress), job.spill, limit)
+        narrow = spill_all(part.rows(stream, job.path, diag, progress), job.spill, limit,
+                           budget)
+    except SpillLimit:  # reading it again serially would only meet it again
+        part.flows.discard()
+        raise
     except (Misaligned, BadInput) as e:
         part.flows.discard()
         return Result(job.index, None, failed=str(e))
@@ -159,7 +164,7 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
     thread.join()
     if errors or any(r is None or r.narrow is None for r in results):
         discard()
-        if errors and not isinstance(errors[0], BadInput):
+        if errors and (not isinstance(errors[0], BadInput) or isinstance(errors[0], SpillLimit)):
             raise errors[0]
         return _serial(ev, workdir)
     done = [r for r in results if r is not None]
@@ -172,6 +177,8 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
     head, tail = done[0].head, done[-1].tail
     assert tail is not None  # the last span reads to the array's end
     finish(ev, path, outer_fields(path, KEY, head, *tail), flows, meta)
+    if ev.flow_files is None:  # read into memory by finish: the files are done with
+        flows.discard()
     narrow = Frames()
     for r in done:
         if r.narrow is not None:
