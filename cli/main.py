@@ -63,6 +63,9 @@ LIVE_STDERR = frozenset({"capture"})
 #: ``ctx.meta`` key holding the arguments as given (to show file names in them escaped).
 ARGV = "neurontrace.argv"
 
+#: ``ctx.meta`` key holding how many scans of our files preceded the command.
+SCANS = "neurontrace.scans"
+
 #: Modules whose exceptions mean reading data failed (a corrupt file can be the cause).
 _READING_MODULES = ("polars", "pyarrow", "pyo3_runtime")
 
@@ -92,15 +95,23 @@ def from_reading(e: BaseException) -> bool:
     )
 
 
-def unreadable_input(e: BaseException) -> str | None:
-    """For an unexpected ``e`` raised while files of ours were scanned lazily (the read
-    happens inside an analysis, at collect time): a message naming the first of those
-    files that cannot be read whole, or None (then ``e`` is a bug)."""
+def scans() -> int:
+    """How many lazy scans of our files this process has made (none if it has not
+    imported the store)."""
+    store = sys.modules.get("neurontrace.store")
+    return int(store.scans()) if store is not None else 0
+
+
+def unreadable_input(e: BaseException, since: int) -> str | None:
+    """For an unexpected ``e`` raised after files of ours were scanned lazily by scans
+    after the first ``since`` (the read happens inside an analysis, at collect time): a
+    message naming the first of those files that cannot be read whole, or None (then
+    ``e`` is a bug)."""
     if not from_reading(e) or "neurontrace.store" not in sys.modules:
         return None  # nothing was scanned in this process
     from neurontrace import store
 
-    return store.unreadable(store.scanned())
+    return store.unreadable(store.scanned(since))
 
 
 class HeldStderr:
@@ -127,11 +138,16 @@ class HeldStderr:
             return self
         try:
             sys.stderr.flush()
-            real = os.dup(2)
-        except (OSError, ValueError):
+            held = tempfile.TemporaryFile(prefix="neurontrace-stderr-")  # noqa: SIM115
+        except (OSError, ValueError):  # no temporary folder to write in: stay live
             return self
-        self.real, self.held = real, tempfile.TemporaryFile(prefix="neurontrace-stderr-")
-        os.dup2(self.held.fileno(), 2)
+        try:
+            real = os.dup(2)
+        except OSError:  # descriptor 2 closed
+            held.close()
+            return self
+        self.real, self.held = real, held
+        os.dup2(held.fileno(), 2)
         if _fileno(sys.stderr) == 2:  # our own messages keep going to the real stderr
             self.saved = sys.stderr
             sys.stderr = open(real, "w", encoding=sys.stderr.encoding,  # noqa: SIM115
@@ -200,6 +216,7 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         hold = HeldStderr(active=_command_name(ctx) not in LIVE_STDERR)
+        ctx.meta[SCANS] = scans()
         try:
             with hold:
                 try:
@@ -231,7 +248,7 @@ class Group(click.Group):
         """An error no code of ours raised on purpose: bad input (exit 2) when a file of
         ours that was read is corrupt, else a bug (exit 1), in one line (the traceback
         under ``-v``)."""
-        bad = unreadable_input(e)
+        bad = unreadable_input(e, ctx.meta.get(SCANS, 0))
         if bad is not None:
             self.fail(ctx, 2, bad)
         if _verbose(ctx):

@@ -74,9 +74,11 @@ def write_table(table: pa.Table, dst: Path, meta: dict[bytes, bytes]) -> None:
 
 
 #: The files of ours :func:`scan` opened in this process (the latest, at most
-#: ``SCANNED_KEPT``): a scan is lazy, so a corrupt page shows only when an analysis
-#: collects the frame; the command line then asks :func:`unreadable` which file it was.
-_scanned: dict[Path, None] = {}
+#: ``SCANNED_KEPT``), each with the number of the scan that opened it last: a scan is
+#: lazy, so a corrupt page shows only when an analysis collects the frame; the command
+#: line then asks :func:`unreadable` which of the files its command scanned it was.
+_scanned: dict[Path, int] = {}
+_scans = [0]
 SCANNED_KEPT = 4096
 
 
@@ -199,9 +201,10 @@ def scan(path: str | os.PathLike[str]) -> pl.LazyFrame:
     """
     files = _files(Path(path))
     rows = [_footer(f)[1] for f in files]
+    _scans[0] += 1
     for f in files:
         _scanned.pop(f, None)
-        _scanned[f] = None
+        _scanned[f] = _scans[0]
     while len(_scanned) > SCANNED_KEPT:
         del _scanned[next(iter(_scanned))]
     if len(files) == 1:
@@ -214,9 +217,15 @@ def scan(path: str | os.PathLike[str]) -> pl.LazyFrame:
     return pl.concat(parts, how="vertical")
 
 
-def scanned() -> list[Path]:
-    """The files :func:`scan` opened in this process, latest last."""
-    return list(_scanned)
+def scans() -> int:
+    """How many times :func:`scan` has been called in this process."""
+    return _scans[0]
+
+
+def scanned(since: int = 0) -> list[Path]:
+    """The files :func:`scan` opened in this process after its first ``since`` calls,
+    latest last."""
+    return [f for f, n in _scanned.items() if n > since]
 
 
 def unreadable(paths: Iterable[Path]) -> str | None:
