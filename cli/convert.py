@@ -69,7 +69,10 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | N
     folder partitioned by rank (OUT/rank=N/NAME.parquet). OUT is a local path or a
     filesystem URI (file://, s3://, ...). Outputs whose input is unchanged (same content
     hash, options and neurontrace version) are kept, so a rerun resumes. The output
-    appears only when complete; inputs are never modified.
+    appears only when complete; inputs are never modified (an OUT that is, holds or
+    lies inside an input is refused). Temporary files go to one hidden folder next to
+    OUT, removed when the command ends (also on Ctrl-C or SIGTERM); they may take half
+    the free disk space at most, or NEURONTRACE_SPILL_LIMIT bytes (e.g. 500G).
     """
     verbose = (ctx.obj or {}).get("verbose", 0)
     with sigterm_raises():

@@ -63,11 +63,12 @@ def file_mode() -> int:
     return 0o666 & ~current_umask()
 
 
-def hidden_name(name: str, tag: str) -> str:
-    """``.<name>.<tag>``, or, when that would not fit in :data:`NAME_MAX` bytes,
-    ``.nt-<hash of name>.<tag>`` (the same for the same name, so it can be found again)."""
+def hidden_name(name: str, tag: str, room: int = 0) -> str:
+    """``.<name>.<tag>``, or, when that and ``room`` more bytes would not fit in
+    :data:`NAME_MAX` bytes, ``.nt-<hash of name>.<tag>`` (the same for the same name, so
+    it can be found again)."""
     full = f".{name}.{tag}"
-    if len(os.fsencode(full)) <= NAME_MAX:
+    if len(os.fsencode(full)) + room <= NAME_MAX:
         return full
     digest = hashlib.blake2b(os.fsencode(name), digest_size=8).hexdigest()
     return f".nt-{digest}.{tag}"

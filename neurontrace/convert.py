@@ -380,16 +380,27 @@ def convert(
     rank (``dst/rank=N/<input>.parquet``), converted one input per job by ``executor``
     (``local`` with ``jobs`` processes, or ``ray`` at ``address``; see
     :mod:`neurontrace.executors`). An output already at ``dst`` that was converted from
-    the same input bytes (BLAKE2b content hash in its metadata) with the same options and
-    neurontrace version is kept, unless ``force``.
+    the same input bytes (BLAKE3 content hash in its metadata) with the same options and
+    neurontrace version is kept, unless ``force``. The same input given twice (another
+    spelling, a link, a file also inside a folder given) is converted once.
 
-    Outputs appear only when complete. A local dataset is built in ``.<dst>.partial/``
-    and swapped in whole; a failure leaves the old ``dst`` (or none) and keeps the
-    finished files in ``.<dst>.partial/``, where the next run resumes. Concurrent runs
-    into one local destination take turns (a lock file). On another filesystem each file
-    is copied up once complete, and files of inputs no longer given are deleted last.
-    External converters (``neuron-explorer``) write into ``.neurontrace-cache/`` next to
-    a local ``dst`` (in the system's temporary folder for a remote one).
+    Inputs are never written to: a ``dst`` that is an input, lies inside an input folder
+    or holds an input is refused before anything is written (resolved paths and
+    ``st_dev``/``st_ino`` compared, see :func:`neurontrace.atomic.refuse_overlap`), and
+    so is one that exists but is not a regular file, or, for a dataset, not a folder of
+    our Parquet files (a device, a FIFO, a folder of other files).
+
+    Outputs appear only when complete, with the mode the umask gives. A local dataset is
+    built in ``.<dst>.partial/`` and swapped in whole; a failure leaves the old ``dst``
+    (or none) and keeps the finished files in ``.<dst>.partial/``, where the next run
+    resumes. Concurrent runs into one local destination take turns (a lock file). On
+    another filesystem each file is copied up once complete, and files of inputs no
+    longer given are deleted last. Every temporary file is in one run folder next to a
+    local ``dst`` (the system's temporary folder for a remote one), removed however the
+    run ends (:mod:`neurontrace.scratch`); the spill is bounded
+    (:data:`neurontrace.spill.SPILL_LIMIT`). External converters (``neuron-explorer``)
+    write into a cache next to a local ``dst`` (the system's temporary folder for a
+    remote one), private to the user (:func:`neurontrace.scratch.cache_folder`).
     """
     srcs = [src] if isinstance(src, (str, os.PathLike)) else list(src)
     place = Place.of(dst)

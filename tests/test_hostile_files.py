@@ -690,3 +690,27 @@ def test_a_cache_folder_someone_else_made_is_not_used(work: Path, explorer: Path
     assert str(planted) not in explorer.read_text()
     assert not any(planted.iterdir())
     assert added(before, tree(work)) == {"shared/c.parquet"}
+
+
+# -- capture run folders ------------------------------------------------------------------
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_a_capture_staging_folder_fits_a_255_byte_name_and_follows_the_umask(
+        tmp_path: Path, mask: int) -> None:
+    from neurontrace.capture import rundir
+
+    out = tmp_path / ("r" * 255)
+    old = os.umask(mask)
+    try:
+        staging = rundir.stage(out)
+    finally:
+        os.umask(old)
+    try:
+        assert staging.parent == tmp_path and staging.name.startswith(".")
+        assert stat.S_IMODE(staging.stat().st_mode) == 0o777 & ~mask
+        (staging / "manifest.json").write_text("{}")
+        rundir.publish(staging, out)
+        assert (out / "manifest.json").is_file()
+    finally:
+        rundir.discard(staging)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]

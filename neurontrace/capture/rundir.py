@@ -7,7 +7,6 @@ An existing run folder at ``--out`` is replaced; anything else there is refused.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from datetime import datetime
@@ -36,10 +35,10 @@ def check_target(out: Path) -> None:
 def stage(out: Path) -> Path:
     check_target(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.capture-", dir=out.parent)).resolve()
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would stay on the published folder
+    prefix = atomic.hidden_name(out.name, "capture-", room=8)  # mkdtemp adds 8
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent)).resolve()
+    # mkdtemp's 0700 would stay on the published folder
+    staging.chmod(0o777 & ~atomic.current_umask())
     return staging
 
 
