@@ -500,3 +500,18 @@ def test_one_line_folds_and_escapes() -> None:
     assert one_line("\n".join("abcdefg")) == "a / b / c / d (+3 lines)"
     assert shown(Path("plain é.json")) == "plain é.json"
     assert shown("a\nb") == "'a\\nb'"
+
+
+@pytest.mark.parametrize("name", ["missing.json", "new\nline.json"])
+def test_click_path_check_for_a_missing_file_is_the_one_line_form(
+        tmp_path: Path, name: str) -> None:
+    import click
+
+    from neurontrace.cli.main import usage_line
+
+    missing = tmp_path / name
+    with click.Context(click.Command("ops")) as ctx:
+        param = click.Argument(["path"], type=click.Path(exists=True))
+        with pytest.raises(click.BadParameter) as e:
+            param.type.convert(str(missing), param, ctx)
+    assert usage_line(e.value) == f"neurontrace: error: {shown(missing)}: does not exist"
