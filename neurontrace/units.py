@@ -4,15 +4,16 @@ Kineto writes microseconds as decimals with three places (``5118349990281.582``)
 binary float holds such a value only approximately, and with an epoch-sized integer part
 no float has the bits to hold it at all; so times are converted from their *text*, never
 through a float. The vectorised path handles the common shapes (``123``, ``-1.5``,
-``123.456``); anything else (exponents, more than three decimals, quoted numbers) goes
-through :class:`decimal.Decimal` one value at a time.
+``123.456``); anything else (exponents, more than three decimals, quoted numbers) is placed
+against the decimal point as text, one value at a time, in time linear in its length
+(whatever its exponent).
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 import numpy as np
 import polars as pl
@@ -99,20 +100,57 @@ def decimal_text_to_ns(texts: pl.Series, scale: int = 1000) -> tuple[pa.Array, l
 
 _I64_MAX = (1 << 63) - 1
 
+#: A decimal number as JSON (and Kineto) writes it, quotes and spaces stripped; ASCII
+#: digits only.
+_DECIMAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?")
+#: Exponent digits past which the exponent alone puts any value out of range (or at 0):
+#: no text that fits in memory has this many digits to make up for it.
+_EXPONENT_DIGITS = 15
+
 
 def _slow(text: str, scale: int) -> tuple[int | None, bool]:
-    s = text.strip().strip('"').strip()
-    try:
-        d = Decimal(s) * scale
-    except InvalidOperation:
+    """One decimal text in units of ``1/scale`` s (see :func:`decimal_text_to_ns`) to
+    integer nanoseconds, rounded half to even: (value, exact), value None when the text
+    is not a number or the result does not fit in int64.
+
+    Exact and linear in the text's length: the digits are placed against the decimal
+    point as text, and only the at most 19 digits left of it are ever made an integer,
+    so an exponent such as ``1e999990`` costs nothing (decimal-to-integer conversion of
+    such a value is quadratic).
+    """
+    m = _DECIMAL.fullmatch(text.strip().strip('"').strip())
+    if m is None:
         return None, True
-    if not d.is_finite():
+    sign, whole, frac, exp_sign, exp = m.groups()
+    digits = whole + (frac or "")
+    if not digits:
+        return None, True  # "", ".", "e5"
+    point = len(whole) + len(str(scale)) - 1  # digits before the point, in nanoseconds
+    if exp:
+        exp = exp.lstrip("0")
+        shift = int(exp or "0") if len(exp) <= _EXPONENT_DIGITS else 10**_EXPONENT_DIGITS
+        point += -shift if exp_sign == "-" else shift
+    significant = digits.lstrip("0")
+    point -= len(digits) - len(significant)
+    if not significant:
+        return 0, True
+    if point > 19:  # at least 10**19: past int64
         return None, True
-    q = d.to_integral_value(rounding=ROUND_HALF_EVEN)
-    v = int(q)
+    if point < 0:  # under 0.1 ns
+        return 0, False
+    integer = significant[:point].ljust(point, "0")
+    rest = significant[point:]
+    v = int(integer) if integer else 0
+    if rest:  # round half to even
+        if rest[0] > "5" or (rest[0] == "5" and rest[1:].strip("0")):
+            v += 1
+        elif rest[0] == "5":
+            v += v & 1
+    if sign == "-":
+        v = -v
     if abs(v) > _I64_MAX:
         return None, True
-    return v, q == d
+    return v, not rest.strip("0")
 
 
 def us_text_to_ns(text: str) -> int | None:
