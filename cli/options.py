@@ -15,6 +15,11 @@ if TYPE_CHECKING:  # polars is not imported by commands that do not need it (cap
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: ``--rank``: a rank is stored as a 64-bit integer; one outside that range is a usage
+#: error (exit 2), not an overflow later.
+RANK = click.IntRange(min=-(1 << 63), max=(1 << 63) - 1)
+
+
 def _set_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> int:
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = max(ctx.obj.get("verbose", 0), value)

@@ -62,6 +62,14 @@ class Metadata:
         self.process_labels: dict[Any, str] = {}
         self._first_names: dict[Any, str] = {}
         self._device_labels: dict[Any, str] = {}
+        #: The earliest and latest start of a row so far (ns, before any base time).
+        self.times: tuple[int, int] | None = None
+
+    def saw(self, start: pa.Array) -> None:
+        """Note the start times of some rows."""
+        low, high = pc.min_max(start).values()
+        if low.is_valid:
+            self.times = _widened(self.times, (low.as_py(), high.as_py()))
 
     @property
     def process_names(self) -> dict[Any, str]:
@@ -74,13 +82,15 @@ class Metadata:
         for pid, name in later._first_names.items():
             self._first_names.setdefault(pid, name)
         self._device_labels.update(later._device_labels)
+        if later.times is not None:
+            self.times = _widened(self.times, later.times)
 
     def add(self, ev: Event) -> None:
         if not len(ev.args):
             return
         try:
             args = ANY_JSON.decode(ev.args)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return
         if not isinstance(args, dict):
             return
@@ -93,6 +103,10 @@ class Metadata:
             self.process_labels[ev.pid] = label
             if label != "CPU":
                 self._device_labels[ev.pid] = label
+
+
+def _widened(a: tuple[int, int] | None, b: tuple[int, int]) -> tuple[int, int]:
+    return b if a is None else (min(a[0], b[0]), max(a[1], b[1]))
 
 
 _NOT_ROWS = frozenset({"M", *FLOW_PHASES})
@@ -111,7 +125,7 @@ def chunk_columns(
     phases = list(map(_PH, events))
     where = _Where(events, at)
     if set(phases) <= _ROW_PHASES:  # most chunks: rows only, of known phases
-        return _row_batch(events, phases, where, path, diag), None
+        return _seen(_row_batch(events, phases, where, path, diag), meta), None
     # Split by phase with the loops in C (itertools), not comprehensions.
     other = list(map(_NOT_ROWS.__contains__, phases))
     row = list(map(not_, other))
@@ -132,7 +146,13 @@ def chunk_columns(
             "kept as an instant",
             len(unknown),
         )
-    return _row_batch(rows, phases, where, path, diag), _flow_batch(flows, path, diag)
+    return (_seen(_row_batch(rows, phases, where, path, diag), meta),
+            _flow_batch(flows, path, diag))
+
+
+def _seen(batch: pa.RecordBatch, meta: Metadata) -> pa.RecordBatch:
+    meta.saw(batch.column(S.START_NS))
+    return batch
 
 
 class _Where:
