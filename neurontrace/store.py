@@ -107,7 +107,8 @@ def _footer(path: Path) -> tuple[dict[bytes, bytes], int]:
         footer = pq.read_metadata(path)
         schema = footer.schema.to_arrow_schema()
     except (pa.ArrowException, OSError) as e:
-        raise BadInput(f"{shown(path)}: not a Parquet file ({one_line(str(e))})") from None
+        what = "cannot be read" if getattr(e, "errno", None) else "not a Parquet file"
+        raise BadInput(f"{shown(path)}: {what} ({one_line(str(e))})") from None
     meta = schema.metadata or {}
     version = meta.get(S.META_SCHEMA_VERSION)
     if version is None:
