@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 import neurontrace
-from neurontrace.cli.options import verbose_option
+from neurontrace.cli.options import RANK, verbose_option
 from neurontrace.cli.progress import Bar
 from neurontrace.executors import EXECUTORS
 from neurontrace.quickstart import arrow_without_pandas
@@ -46,7 +46,7 @@ class _Formats(click.Choice):
     "--format", "fmt", type=_Formats(), default=None,
     help="Input format, instead of detecting it.",
 )
-@click.option("--rank", type=int, default=None, help="Rank to record, instead of the trace's.")
+@click.option("--rank", type=RANK, default=None, help="Rank to record, instead of the trace's.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Inputs converted at once, each in its own process (local executor).")
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
