@@ -24,6 +24,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import stat
 import tempfile
 import threading
@@ -295,14 +296,33 @@ def replace_dir(tmp: Path, dst: Path, trash: Path | None = None) -> None:
     """Move the complete folder ``tmp`` to ``dst``, replacing whatever folder is there.
 
     The old folder is moved aside first, into ``trash`` (a run's temporary folder, on
-    the same file system) when given, else next to ``dst``, then deleted."""
+    the same file system) when given, else next to ``dst``, then deleted. ``SIGINT`` and
+    ``SIGTERM`` wait for the two renames (in the main thread), so that an interrupted
+    run cannot take the old folder away without putting the new one in its place."""
     if dst.exists():
         if trash is not None:
             old = Path(tempfile.mkdtemp(prefix="old-", dir=trash)) / "old"
         else:
             old = dst.with_name(hidden_name(dst.name, f"old-{os.getpid()}"))
-        os.replace(dst, old)
-        os.replace(tmp, dst)
+        with _signals_held():
+            os.replace(dst, old)
+            os.replace(tmp, dst)
         shutil.rmtree(old if trash is None else old.parent, ignore_errors=True)
     else:
         os.replace(tmp, dst)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """``SIGINT`` and ``SIGTERM`` held back (delivered when the block ends) where the
+    system can (POSIX, the main thread's handlers); elsewhere nothing changes."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = mask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, before)
