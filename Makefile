@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # torch is pinned for tests (see DEVELOPERS.md); /opt/wheels holds its CPU wheel where present.
 PIP_LOCAL := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: test demo lint bench clean
+.PHONY: test demo lint bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -26,6 +26,11 @@ demo: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) bench/convert.py
+
+# 10,000 generated hostile inputs through the command line (tests/fuzzing.py; --show N
+# writes case N out to reproduce it). CI runs a 300-case slice in tests/test_fuzz.py.
+fuzz: $(VENV)/.installed
+	$(PY) tests/fuzzing.py --cases 10000
 
 clean:
 	rm -rf $(VENV) runs
