@@ -147,6 +147,23 @@ def test_a_number_as_rank_beyond_float_range_is_refused_in_one_line() -> None:
     assert got.code == 2 and "distributedInfo.rank" in got.err
 
 
+@pytest.mark.parametrize("rank, code", [(3.0, 0), (3.5, 2), (1e300, 2)])
+def test_a_float_rank_is_taken_only_when_it_is_an_exact_integer(rank: float, code: int) -> None:
+    got = convert(trace(EVENT, distributedInfo={"rank": rank}))
+    assert got.code == code, got.err
+    if code == 0:
+        assert column(got.table, "rank") == [3]
+
+
+def test_a_rank_in_the_file_name_too_large_for_int64_is_not_a_rank() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / f"trace_rank_{'9' * 30}.json"
+        src.write_bytes(trace(EVENT))
+        r = CliRunner().invoke(cli, ["convert", str(src), str(Path(tmp) / "o.parquet")])
+        assert r.exit_code == 0, r.stderr
+        assert column(pq.read_table(Path(tmp) / "o.parquet"), "rank") == [0]
+
+
 def test_an_out_of_range_rank_option_is_a_usage_error_in_one_line() -> None:
     got = convert(trace(EVENT), "--rank", str(2**63))
     assert got.code == 2 and "--rank" in got.err
@@ -176,6 +193,14 @@ def test_nesting_a_few_hundred_deep_in_args_is_kept_exactly() -> None:
     got = convert(text(json.dumps(EVENT).encode().replace(b'{"External id": 7}', args)))
     assert got.code == 0, got.err
     assert column(got.table, "args") == [args.decode()]
+
+
+def test_a_span_that_would_end_past_int64_is_cut_to_end_there() -> None:
+    late = b'{"ph":"X","name":"late","ts":9223372036854775.000,"dur":9223372036854775.807,' \
+        b'"pid":1,"tid":1}'
+    got = convert(text(late, json.dumps(EVENT).encode()))
+    assert got.code == 0, got.err
+    assert column(got.table, "start_ns")[0] + column(got.table, "dur_ns")[0] == 2**63 - 1
 
 
 # -- class 4: unbounded work ------------------------------------------------------------

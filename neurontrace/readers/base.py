@@ -107,6 +107,9 @@ class Expanding(Protocol):
 
 
 def rank_from_name(name: str) -> int | None:
-    """A rank written into a file name (``rank_3``, ``rank-3``, ``rank3``)."""
-    m = re.search(r"rank[_-]?(\d+)", name, re.IGNORECASE)
-    return int(m.group(1)) if m else None
+    """A rank written into a file name (``rank_3``, ``rank-3``, ``rank3``); a number too
+    large for a 64-bit rank is not one."""
+    m = re.search(r"rank[_-]?([0-9]+)", name, re.IGNORECASE)
+    if m is None or len(m.group(1)) > 19 or int(m.group(1)) >= 1 << 63:
+        return None
+    return int(m.group(1))

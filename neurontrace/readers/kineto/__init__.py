@@ -153,14 +153,18 @@ def _convert(chunk: Decoded[list[Event]], path: Path, meta: Metadata, diag: Diag
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _integer(fields: dict[str, Any], key: str, path: Path, where: str = "") -> int | None:
+def _integer(fields: dict[str, Any], key: str, path: Path, where: str = "",
+             floats: bool = False) -> int | None:
     """A header field the table needs as a 64-bit integer: None when absent or not a
-    number (as if absent); refused when a number that is not an integer in range."""
+    number (as if absent); refused when a number that is not an integer in range. With
+    ``floats``, a float that holds an integer exactly (under 2**53) is taken too."""
     v = fields.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float, NumberText)):
         return None
     if isinstance(v, int) and _I64_MIN <= v <= _I64_MAX:
         return v
+    if floats and isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
+        return int(v)
     what = "out of the 64-bit range" if isinstance(v, (int, NumberText)) else "not an integer"
     raise BadInput(f"{path}: {where}{key} {v} is {what}")
 
@@ -168,7 +172,7 @@ def _integer(fields: dict[str, Any], key: str, path: Path, where: str = "") -> i
 def _rank(trace: dict[str, Any], path: Path) -> int | None:
     info = trace.get("distributedInfo")
     if isinstance(info, dict):
-        rank = _integer(info, "rank", path, "distributedInfo.")
+        rank = _integer(info, "rank", path, "distributedInfo.", floats=True)
         if rank is not None:
             return rank
     return rank_from_name(path.name)

@@ -62,14 +62,14 @@ class Metadata:
         self.process_labels: dict[Any, str] = {}
         self._first_names: dict[Any, str] = {}
         self._device_labels: dict[Any, str] = {}
-        #: The earliest and latest start of a row so far (ns, before any base time).
+        #: The earliest start and latest end of a row so far (ns, before any base time).
         self.times: tuple[int, int] | None = None
 
-    def saw(self, start: pa.Array) -> None:
-        """Note the start times of some rows."""
-        low, high = pc.min_max(start).values()
+    def saw(self, start: pa.Array, end: pa.Array) -> None:
+        """Note the start and end times of some rows."""
+        low = pc.min(start)
         if low.is_valid:
-            self.times = _widened(self.times, (low.as_py(), high.as_py()))
+            self.times = _widened(self.times, (low.as_py(), pc.max(end).as_py()))
 
     @property
     def process_names(self) -> dict[Any, str]:
@@ -151,7 +151,8 @@ def chunk_columns(
 
 
 def _seen(batch: pa.RecordBatch, meta: Metadata) -> pa.RecordBatch:
-    meta.saw(batch.column(S.START_NS))
+    start = batch.column(S.START_NS)
+    meta.saw(start, pc.add(start, batch.column(S.DUR_NS)))  # cannot wrap: see _within_range
     return batch
 
 
@@ -267,6 +268,7 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
         dur = pc.if_else(negative, 0, dur)
     # Instants and counters have no duration, whatever the file says.
     dur = pc.if_else(spans, dur, 0)
+    dur = _within_range(start, dur, names, where, path, diag)
 
     args, links = _args(list(map(_ARGS, rows)), where, path, diag)
     cols = {
@@ -284,6 +286,28 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
         S.ARGS: args,
     }
     return pa.RecordBatch.from_pydict(cols, schema=BATCH_SCHEMA)
+
+
+_I64_MAX = (1 << 63) - 1
+
+
+def _within_range(start: pa.Array, dur: pa.Array, names: list[Any], where: _Where,
+                  path: Path, diag: Diagnostics) -> pa.Array:
+    """``dur`` (never negative here), shortened where a span would end past the int64
+    range of nanoseconds, with a warning."""
+    s = start.to_numpy(zero_copy_only=False)
+    d = dur.to_numpy(zero_copy_only=False)
+    over = (s > 0) & (d > _I64_MAX - np.maximum(s, 0))
+    if not over.any():
+        return dur
+    first = int(np.flatnonzero(over)[0])
+    diag.warn(
+        "end_out_of_range",
+        f"{path}: event {where[first]} {names[first]!r} would end past the 64-bit range "
+        "of nanoseconds; its duration is cut to end there",
+        int(over.sum()),
+    )
+    return pa.array(np.where(over, _I64_MAX - s, d), pa.int64())
 
 
 def _count_first(mask: pa.Array) -> tuple[int, int]:
