@@ -47,7 +47,10 @@ def microseconds_to_ns(values: Sequence[bytes]) -> tuple[pa.Array, list[int]]:
                     ints = np.empty(0, np.int64)
             if len(ints) == n:
                 return pa.array(ints, pa.int64()), []
-    texts = joined.decode("utf-8", errors="replace").split("\n") if n else []
+    if joined.count(b"\n") == n - 1:  # no value holds a newline: split them apart again
+        texts = joined.decode("utf-8", errors="replace").split("\n") if n else []
+    else:  # (a value that is an array written over lines)
+        texts = [bytes(v).decode("utf-8", errors="replace") for v in values]
     return decimal_text_to_ns(pl.Series("t", texts, pl.String))
 
 

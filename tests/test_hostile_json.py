@@ -137,6 +137,20 @@ def test_an_array_where_a_number_or_text_belongs_keeps_the_event(field: str) -> 
     assert got.code == 0, got.err
 
 
+def test_times_written_as_arrays_over_lines_keep_every_row() -> None:
+    odd = {**EVENT, "ts": [1, 2], "dur": {"v": 1}}
+    got = convert(json.dumps({"traceEvents": [EVENT, odd, EVENT, odd]}, indent=1).encode())
+    assert got.code == 0, got.err
+    assert column(got.table, "start_ns") == [1500, 0, 1500, 0]
+
+
+def test_a_bare_array_is_only_ever_trace_events() -> None:
+    """Chrome's "JSON Array Format" is the traceEvents array alone: read as another
+    format's array, a bare array would lend it events it does not have."""
+    got = convert(b"[" + json.dumps(EVENT).encode() + b"]", "--format", "neuron-system-json")
+    assert got.code == 2 and "bare JSON array" in got.err
+
+
 def test_an_out_of_range_distributed_rank_is_refused_in_one_line() -> None:
     got = convert(trace(EVENT, distributedInfo={"rank": 2**64}))
     assert got.code == 2 and "distributedInfo.rank" in got.err

@@ -49,6 +49,8 @@ from neurontrace.ahead import ahead
 from neurontrace.errors import BadInput
 
 BLOCK = 8 << 20  # bytes read per step
+#: The key whose array a document may also be alone, as a bare top-level array.
+CHROME_KEY = b"traceEvents"
 
 #: Environment variable that sets :func:`token_limit`.
 TOKEN_LIMIT_ENV = "NEURONTRACE_MAX_TOKEN_BYTES"
@@ -364,9 +366,9 @@ class ArrayStream:
         what was read after the array's '[', offset of that rest).
 
         The array is the value of the first member of the top-level object named
-        ``key``; or the document itself when it is a bare array (Chrome's "JSON Array
-        Format"). Linear in the text before the array, which may be as long as
-        :func:`token_limit`.
+        ``key``; or, for ``traceEvents``, the document itself when it is a bare array
+        (Chrome's "JSON Array Format", which is that array alone). Linear in the text
+        before the array, which may be as long as :func:`token_limit`.
         """
         key = b'"' + self.key + b'"'
         buf = b""
@@ -389,8 +391,13 @@ class ArrayStream:
                     continue
                 first = m.start()
                 c = buf[first:first + 1]
-                if c == b"[":  # a bare array of events (Chrome "JSON Array Format")
+                if c == b"[" and self.key == CHROME_KEY:  # Chrome's "JSON Array Format"
                     return b"", buf[first + 1:], first + 1
+                if c == b"[":
+                    raise BadInput(
+                        f'{self.path}: a bare JSON array, not an object with "'
+                        f'{self.key.decode()}"'
+                    )
                 if c != b"{":
                     raise BadInput(
                         f"{self.path}: not a JSON trace: starts with {buf[first:first + 20]!r}"
