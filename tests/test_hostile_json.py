@@ -449,3 +449,36 @@ def test_a_base_time_that_puts_events_past_int64_is_refused() -> None:
 def test_a_base_time_in_range_is_applied() -> None:
     got = convert(trace(EVENT, baseTimeNanoseconds=1_700_000_000_000_000_000))
     assert got.code == 0 and column(got.table, "start_ns") == [1_700_000_000_000_001_500]
+
+
+# -- the lexer that finds the array and cuts chunks --------------------------------------
+
+
+def _lexed_byte_by_byte(text: bytes) -> list[tuple[int, int, bool]]:
+    """(depth before, depth after, outside every string) of each byte, one at a time."""
+    depth, inside, escaped, out = 0, False, False, []
+    for c in text:
+        before, outside = depth, not inside
+        if c == 0x22 and not escaped:
+            inside = not inside
+        elif not inside and c in b"{[":
+            depth += 1
+        elif not inside and c in b"}]":
+            depth -= 1
+        escaped = c == 0x5C and not escaped
+        out.append((before, depth, outside))
+    return out
+
+
+@pytest.mark.parametrize("piece", [1, 5, 4096, 1 << 20])
+def test_the_lexer_agrees_with_a_byte_by_byte_scan(piece: int) -> None:
+    import random
+
+    rng = random.Random(piece)
+    text = bytes(rng.choice(b'{}[]",:\\ab \\\\"') for _ in range(40_000))
+    lexer = jsonstream._Lexer()
+    got: list[tuple[int, int, bool]] = []
+    for i in range(0, len(text), piece):
+        for _, _, before, after, outside in lexer.feed(text[i:i + piece]):
+            got.extend(zip(before.tolist(), after.tolist(), outside.tolist(), strict=True))
+    assert got == _lexed_byte_by_byte(text)

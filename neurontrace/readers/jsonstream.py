@@ -241,7 +241,8 @@ class Decoded(Generic[T]):
 
 # -- the lexer --------------------------------------------------------------------------
 
-_LEX_STEP = 1 << 20  # bytes lexed per numpy pass (bounds its temporary arrays)
+_LEX_STEP = 1 << 20  # bytes lexed per numpy pass (bounds its temporary arrays) ...
+_LEX_FIRST = 16 << 10  # ... after a first one this small, then twice as many each time
 
 
 class _Lexer:
@@ -265,8 +266,9 @@ class _Lexer:
         before each byte, the depth after it, whether each byte comes outside every
         string: for a quote, whether it opens one)."""
         view = memoryview(text)
-        for at in range(0, len(view), _LEX_STEP):
-            a = np.frombuffer(view[at:at + _LEX_STEP], np.uint8)
+        at, step = 0, _LEX_FIRST
+        while at < len(view):
+            a = np.frombuffer(view[at:at + step], np.uint8)
             n = len(a)
             escaped = np.zeros(n, bool)
             bs = a == 0x5C
@@ -292,6 +294,7 @@ class _Lexer:
             self.depth = int(after[-1])
             self.in_string = bool(inside_after[-1])
             yield at, a, before, after, outside
+            at, step = at + n, min(2 * step, _LEX_STEP)
 
 
 # -- the array --------------------------------------------------------------------------
