@@ -240,13 +240,15 @@ def limited(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _bounded(data: bytes, suffix: str = ".json.gz") -> tuple[Converted, int]:
-    """Convert; (result, peak memory traced meanwhile)."""
+    """Convert, in bounded time; (result, peak memory traced meanwhile)."""
+    start = time.monotonic()
     tracemalloc.start()
     try:
         got = convert(data, suffix=suffix)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+    assert time.monotonic() - start < 20
     return got, peak
 
 
