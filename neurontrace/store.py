@@ -106,7 +106,7 @@ def _footer(path: Path) -> tuple[dict[bytes, bytes], int]:
     try:
         footer = pq.read_metadata(path)
         schema = footer.schema.to_arrow_schema()
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         what = "cannot be read" if getattr(e, "errno", None) else "not a Parquet file"
         raise BadInput(f"{shown(path)}: {what} ({one_line(str(e))})") from None
     meta = schema.metadata or {}
@@ -188,7 +188,7 @@ def read(path: str | os.PathLike[str]) -> pa.Table:
 def _read_table(path: Path) -> pa.Table:
     try:
         return pq.read_table(path, schema=S.SCHEMA)
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise BadInput(f"{shown(path)}: corrupt Parquet file ({one_line(str(e))})") from None
 
 
@@ -243,7 +243,7 @@ def unreadable(paths: Iterable[Path]) -> str | None:
             with pq.ParquetFile(p) as f:
                 for batch in f.iter_batches(batch_size=64 * 1024):
                     batch.validate(full=True)
-        except (pa.ArrowException, OSError) as e:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
             return f"{shown(p)}: corrupt Parquet file ({_reason(e)})"
         try:
             pl.scan_parquet(p, hive_partitioning=False).select(

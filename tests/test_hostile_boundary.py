@@ -252,6 +252,18 @@ def test_flipped_bytes_in_pages_are_bad_input_or_read(tmp_path: Path) -> None:
     assert refused  # some flip hit a header or a page
 
 
+def test_footer_with_a_column_name_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.parquet"
+    shutil.copy(ours(tmp_path / "src"), odd)
+    rewrite(odd, lambda t: t.append_column("z\u00e9", pa.array([1] * t.num_rows)))
+    data = odd.read_bytes()
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    at = data.index(b"z\xc3\xa9", footer)
+    odd.write_bytes(data[:at] + b"z\xe7A" + data[at + 3:])  # a cut UTF-8 sequence
+    r = invoke("ops", odd)
+    assert_one_line(r.exit_code, r.stderr, 2, "odd.parquet", "utf-8")
+
+
 def test_dataset_folder_with_one_bad_file_names_that_file(tmp_path: Path) -> None:
     ds = tmp_path / "ds"
     (ds / "rank=0").mkdir(parents=True)
@@ -395,6 +407,18 @@ def test_explorer_bytes_column_is_kept_in_args_as_hex(tmp_path: Path) -> None:
     assert isinstance(df, pl.DataFrame)
     args = df.filter(pl.col(S.CATEGORY) == "Instruction").get_column(S.ARGS).to_list()
     assert sum(json.loads(a).get("blob") == "ff00" for a in args) == 3
+
+
+def test_explorer_metadata_that_is_not_utf8_is_ignored(tmp_path: Path) -> None:
+    """Key-value metadata Polars cannot decode (it panics) is not read at all."""
+    def odd_metadata(t: pa.Table) -> pa.Table:
+        field = t.schema.field(0).with_metadata({b"k": b"\xff\xfe"})
+        return t.set_column(0, field, t.column(0)).replace_schema_metadata(
+            {b"neurontrace.trace": b"\xff\xfe"})
+
+    folder = explorer_with(tmp_path, "Metadata.parquet", odd_metadata)
+    r = invoke("convert", folder, tmp_path / "o.parquet")
+    assert r.exit_code == 0, r.stderr
 
 
 def test_explorer_duplicate_column_is_refused(tmp_path: Path) -> None:

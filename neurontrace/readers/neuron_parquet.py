@@ -163,7 +163,7 @@ class _Read:
                     if columns is None:
                         self._note(notes)
                     yield df
-            except (pa.ArrowException, OSError) as e:
+            except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
                 raise BadInput(f"{shown(f)}: not a readable Parquet file "
                                f"({one_line(str(e))})") from None
             if columns is None:
@@ -319,12 +319,31 @@ def importable(batch: pa.RecordBatch, path: Path) -> tuple[pl.DataFrame, list[No
             batch = batch.remove_column(i)
             notes.append(("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
                           f"{field.type}, which cannot be read; left out", 1))
+    bare = pa.schema([pa.field(f.name, _bare(f.type)) for f in batch.schema])
+    if not bare.equals(batch.schema, check_metadata=True):  # keys or values that are not
+        batch = batch.cast(bare)  # UTF-8 make Polars panic; neither is used
     try:
         df = pl.from_arrow(batch)
     except (pl.exceptions.PolarsError, pa.ArrowException) as e:
         raise BadInput(f"{shown(path)}: cannot be read ({one_line(str(e))})") from None
     assert isinstance(df, pl.DataFrame)
     return df, notes
+
+
+def _bare(t: pa.DataType) -> pa.DataType:
+    """``t`` with no key-value metadata on the fields nested in it."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _bare(f.type), f.nullable)
+                          for f in (t.field(i) for i in range(t.num_fields))])
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        inner = pa.field(t.value_field.name, _bare(t.value_type), t.value_field.nullable)
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(inner, t.list_size)
+        return pa.large_list(inner) if pa.types.is_large_list(t) else pa.list_(inner)
+    if pa.types.is_map(t):
+        return pa.map_(_bare(t.key_type), pa.field(t.item_field.name, _bare(t.item_type),
+                                                   t.item_field.nullable))
+    return t
 
 
 def polars_takes(t: pa.DataType) -> bool:
