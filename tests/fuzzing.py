@@ -251,6 +251,9 @@ class Case:
     readonly: list[str] = field(default_factory=list)
     #: Why the case cannot run here (None: it runs).
     needs: str | None = None
+    #: Run in a worker process that has run no case before (what happens once per
+    #: process, such as starting the span decoders, then happens as on the command line).
+    fresh: bool = False
 
     def file(self, path: str, data: bytes, mode: int | None = None) -> str:
         self.entries.append(Entry(path, "file", data, mode=mode))
@@ -1063,6 +1066,7 @@ def filesystem(rng: Random, case: Case) -> None:
         case.argv = ["convert", f"{{C}}/{src}", "{C}/out/trace.parquet"]
         case.outputs, case.rows_at, case.counted = ["out/trace.parquet"], "out/trace.parquet", [src]
         case.expecting(0, "a large valid trace (decoded in parallel)")
+        case.fresh = True
     case.variant += f" [{name}]"
 
 
@@ -1815,6 +1819,7 @@ def _worker(conn: Any, base: str, limit: float) -> None:
     import neurontrace.cli.main  # noqa: F401 - imported before the first case is timed
 
     folder = Path(base)
+    ran = False
     while True:
         numbers = conn.recv()
         if numbers is None:
@@ -1823,6 +1828,11 @@ def _worker(conn: Any, base: str, limit: float) -> None:
             conn.send(("start", n))
             try:
                 case = generate(n)
+                if case.fresh and ran:  # back to the pool, for a new worker to run first
+                    conn.send(("retire", None))
+                    conn.close()
+                    os._exit(0)
+                ran = True
                 outcome = run_case(case, folder, limit)
             except Exception as e:  # noqa: BLE001 - a bug of the harness: reported as such
                 outcome = Outcome(n, FAMILIES[n % len(FAMILIES)], "", "harness-error",
