@@ -17,7 +17,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: ``--rank``: a rank is stored as a 64-bit integer; one outside that range is a usage
 #: error (exit 2), not an overflow later.
-RANK = click.IntRange(min=-(1 << 63), max=(1 << 63) - 1)
+class _Rank(click.ParamType):
+    """A rank: an integer from 0 that fits the table's int64 column (a usage error
+    otherwise, not an overflow later)."""
+
+    name = "rank"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        try:
+            rank = int(str(value), 10)
+        except ValueError:
+            self.fail(f"{value!r} is not an integer", param, ctx)
+        if not 0 <= rank < (1 << 63):
+            self.fail(f"{value} is not a rank (0 to 2**63-1)", param, ctx)
+        return rank
+
+
+RANK = _Rank()
 
 
 def _set_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> int:
