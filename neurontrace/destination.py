@@ -145,7 +145,10 @@ def matching(fs: pafs.FileSystem, path: str, want: dict[str, Any]) -> dict[bytes
 def lock(dst: Path) -> Iterator[None]:
     """Hold ``.<name>.lock`` next to ``dst`` (:func:`~neurontrace.atomic.hidden_name`: a
     shorter name for a long one): a second ``convert`` into the same local destination
-    waits for the first to finish (``flock``; where unavailable, no lock)."""
+    waits for the first to finish (``flock``; where unavailable, no lock).
+
+    Not ``filelock``: its Unix lock leaves the lock file behind, and a run must leave no
+    file; removing it safely needs the inode check below."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
