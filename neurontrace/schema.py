@@ -15,7 +15,7 @@ import pyarrow as pa
 #: Bumped when a column is removed, renamed or changes meaning or type. Adding a column
 #: is not a version change for readers of our files, but it is for our own strict check,
 #: which compares the whole version string.
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 # Parquet key-value metadata keys (bytes, as pyarrow wants them).
 META_SCHEMA_VERSION = b"neurontrace.schema_version"
@@ -37,12 +37,34 @@ INSTANT = "instant"
 COUNTER = "counter"
 KINDS = (SPAN, INSTANT, COUNTER)
 
+# Roles: what a row is, whatever the backend (set by the readers; the analyses select
+# rows by role, never by a backend's category or event names).
+OPERATOR = "operator"
+ANNOTATION = "annotation"
+PYTHON = "python"
+RUNTIME_CALL = "runtime"
+COMPUTE = "compute"
+TRANSFER = "transfer"
+SYNC = "sync"
+WAIT = "wait"
+OTHER = "other"
+ROLES = (OPERATOR, ANNOTATION, PYTHON, RUNTIME_CALL, COMPUTE, TRANSFER, SYNC, WAIT, OTHER)
+
+# Transfer directions
+H2D = "h2d"
+D2H = "d2h"
+D2D = "d2d"
+P2P = "p2p"
+DIRECTIONS = (H2D, D2H, D2D, P2P)
+
 # Column names
 ROW = "row"
 LAYER = "layer"
 CATEGORY = "category"
 NAME = "name"
 KIND = "kind"
+ROLE = "role"
+DIRECTION = "direction"
 START_NS = "start_ns"
 DUR_NS = "dur_ns"
 SELF_NS = "self_ns"
@@ -97,6 +119,22 @@ COLUMNS: tuple[Column, ...] = (
            "`cpu_op`, `kernel`); null when the source gives none."),
     Column(NAME, _STR, False, "Event name, e.g. `aten::mul`, `ProfilerStep#3`."),
     Column(KIND, _STR, False, "`span` (has a duration), `instant` or `counter`."),
+    Column(ROLE, _STR, False, "What the row is, set by the reader from the source's own "
+           "categories and names: `operator` (an op the user's code ran: Kineto `cpu_op`, a "
+           "Neuron framework op), `annotation` (`record_function` ranges, `ProfilerStep#N`, "
+           "`gpu_user_annotation`), `python` (Python frames), `runtime` (runtime and driver "
+           "calls on the host: launches, copy requests, ...), `compute` (device work: "
+           "kernels, NeuronCore executions and instructions), `transfer` (data moved: "
+           "device-side copies, DMA, memsets; on the `runtime` layer, the host call "
+           "that copies, e.g. `cudaMemcpyAsync`, `nrt_tensor_write`), `sync` (host calls "
+           "that synchronise with the device: "
+           "`cudaStreamSynchronize`, `cudaStreamWaitEvent`, `kbl_exec_wait`, ...), `wait` "
+           "(device-side waits: a stream waiting on an event, a collective's barrier) or "
+           "`other` (counters, memory instants, markers, profiler ranges, summaries)."),
+    Column(DIRECTION, _STR, True, "`h2d`, `d2h`, `d2d` or `p2p` for a transfer, and for "
+           "the runtime call that requests one, where the trace says (a name such as "
+           "`Memcpy HtoD`, an args field such as MTIA's `direction`, `nrt_tensor_write`); "
+           "null otherwise."),
     Column(START_NS, _I64, False, "Start, integer nanoseconds, exact. Epoch-based when "
            "the trace gives `baseTimeNanoseconds` (or epoch times itself)."),
     Column(DUR_NS, _I64, False, "Duration in nanoseconds, exact; 0 for instants and "

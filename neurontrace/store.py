@@ -117,9 +117,8 @@ def _footer(path: Path) -> tuple[dict[bytes, bytes], int]:
         )
     if version != S.SCHEMA_VERSION.encode():
         raise SchemaMismatch(
-            f"{shown(path)}: written with neurontrace schema version "
-            f"{version.decode(errors='replace')}, this neurontrace reads version "
-            f"{S.SCHEMA_VERSION}; convert the trace again"
+            f"{shown(path)}: written by neurontrace schema version "
+            f"{one_line(version.decode(errors='replace'))}; convert it again"
         )
     problem = schema_problem(schema)
     if problem is not None:

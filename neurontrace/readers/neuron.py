@@ -36,6 +36,32 @@ HARDWARE_EVENTS = frozenset({
 EXEC_EVENT = "nc_exec_running"
 SYNC_EVENT = "timestamp_sync_point"
 
+# -- roles (formats.md section 5) ---------------------------------------------------------
+#: Hardware events that occupy a NeuronCore (an execution, a collective running).
+COMPUTE_EVENTS = ("nc_exec_running", "cc_running")
+#: Hardware events that are waits: a collective waiting for its peers.
+WAIT_EVENTS = ("cc_exec_barrier",)
+#: Hardware events that mark a moment or a condition rather than occupy the NeuronCore:
+#: clock sync points, notifications, errors, model switches.
+MARKER_EVENTS = ("timestamp_sync_point", "hw_notify", "numerical_err", "nrt_model_switch")
+#: Device tables whose rows are DMA transfers (Explorer ``DmaPacket``, device JSON
+#: ``dma``), and ones that only summarise busy time (``ActiveTime``).
+TRANSFER_TABLES = ("DmaPacket", "dma")
+SUMMARY_TABLES = ("ActiveTime",)
+#: Runtime calls where the host blocks on the device.
+SYNC_CALLS = r"(?i)^kbl_exec_wait$|^nrt_.*(sync|wait)"
+#: Runtime events that move a tensor between host and device.
+COPY_DIRECTIONS: dict[str, str] = {
+    "nrt_tensor_write": S.H2D,
+    "tensor_write": S.H2D,
+    "dmem_buf_copyin": S.H2D,
+    "nrt_tensor_read": S.D2H,
+    "tensor_read": S.D2H,
+    "dmem_buf_copyout": S.D2H,
+}
+#: ``ProfilerStep#N`` written by a framework into the system trace: an annotation.
+STEP_PATTERN = r"^ProfilerStep#\d+$"
+
 #: Legacy JSON ``type`` of a framework event (11 is a runtime API event).
 FRAMEWORK_TYPE = 99999
 
@@ -47,8 +73,8 @@ PID_LABEL = S.PID_LABEL
 TID_LABEL = S.TID_LABEL
 
 BATCH_SCHEMA = S.reader_schema(
-    S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.START_NS, S.DUR_NS, S.PID, S.TID,
-    S.PID_LABEL, S.TID_LABEL, S.TRACK, S.DEVICE_COL, S.STREAM, S.BYTES, S.FLOW_IDS,
+    S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.ROLE, S.DIRECTION, S.START_NS, S.DUR_NS,
+    S.PID, S.TID, S.PID_LABEL, S.TID_LABEL, S.TRACK, S.DEVICE_COL, S.STREAM, S.BYTES, S.FLOW_IDS,
     S.EXECUTION, S.INSTANCE_ID, S.ARGS,
 )
 
@@ -62,8 +88,59 @@ _POLARS_TYPES: dict[str, pl.DataType] = {
 FLOW_PREFIX = "neuron:"
 
 
+def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr) -> pl.Expr:
+    """What a Neuron row is (``schema.ROLES``): framework rows are operators (a
+    ``ProfilerStep#N`` an annotation); runtime rows are calls, ``kbl_exec_wait`` and
+    ``nrt_*`` sync/wait calls synchronisations, tensor reads and writes transfers; on
+    the device, executions and instructions are compute, DMA rows and
+    ``dmem_buf_copy*`` transfers, barriers waits, markers and ``ActiveTime`` summaries
+    other."""
+    cat = category.fill_null("")
+    device = (
+        pl.when(name.is_in(COMPUTE_EVENTS)).then(pl.lit(S.COMPUTE))
+        .when(name.is_in(WAIT_EVENTS)).then(pl.lit(S.WAIT))
+        .when(name.is_in(MARKER_EVENTS) | cat.is_in(SUMMARY_TABLES)).then(pl.lit(S.OTHER))
+        .when(cat.is_in(TRANSFER_TABLES) | name.is_in(list(COPY_DIRECTIONS)))
+        .then(pl.lit(S.TRANSFER))
+        .otherwise(pl.lit(S.COMPUTE))
+    )
+    return (
+        pl.when(kind == S.COUNTER).then(pl.lit(S.OTHER))
+        .when(layer == S.DEVICE).then(device)
+        .when(layer == S.RUNTIME).then(
+            pl.when(name.str.contains(SYNC_CALLS)).then(pl.lit(S.SYNC))
+            .when(name.is_in(list(COPY_DIRECTIONS))).then(pl.lit(S.TRANSFER))
+            .otherwise(pl.lit(S.RUNTIME_CALL)))
+        .when(name.str.contains(STEP_PATTERN)).then(pl.lit(S.ANNOTATION))
+        .otherwise(pl.lit(S.OPERATOR))
+    )
+
+
+def direction(name: pl.Expr) -> pl.Expr:
+    """``h2d`` / ``d2h`` of the runtime and device events that move a tensor; DMA queues
+    say no direction in a form documented enough to read (null)."""
+    return name.replace_strict(COPY_DIRECTIONS, default=None, return_dtype=pl.String)
+
+
+def _classified(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with ``role`` and ``direction`` (kept where the reader set them)."""
+    def col(c: str) -> pl.Expr:
+        return pl.col(c).cast(pl.String) if c in df.columns else pl.lit(None, pl.String)
+    made = [
+        role(col(S.LAYER), col(S.CATEGORY), col(S.NAME).fill_null(""), col(S.KIND))
+        .alias(S.ROLE),
+        direction(col(S.NAME)).alias(S.DIRECTION),
+    ]
+    return df.with_columns(
+        pl.coalesce(pl.col(e.meta.output_name()), e) if e.meta.output_name() in df.columns
+        else e for e in made
+    )
+
+
 def to_batch(df: pl.DataFrame) -> pa.RecordBatch:
-    """A frame holding any subset of :data:`BATCH_SCHEMA`'s columns, as a batch of it."""
+    """A frame holding any subset of :data:`BATCH_SCHEMA`'s columns, as a batch of it,
+    its rows classified (``role``, ``direction``)."""
+    df = _classified(df)
     cols = [
         df.get_column(name).cast(t) if name in df.columns
         else pl.Series(name, [None] * df.height, t)

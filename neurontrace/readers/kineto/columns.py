@@ -19,6 +19,7 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA
 from neurontrace.readers.kineto.events import ANY_JSON, Event, dump
+from neurontrace.readers.kineto.roles import classify
 from neurontrace.units import microseconds_to_ns
 
 #: Kineto category -> layer. Unknown categories are framework events.
@@ -46,9 +47,9 @@ FLOW_PHASES = {"s", "t", "f"}
 # ------------------------------------------------------------------------------
 
 BATCH_SCHEMA = S.reader_schema(
-    S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.START_NS, S.DUR_NS, S.PID, S.TID,
-    S.PID_LABEL, S.TID_LABEL, S.DEVICE_COL, S.STREAM, S.EXTERNAL_ID, S.CORRELATION,
-    S.BYTES, S.ARGS,
+    S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.ROLE, S.DIRECTION, S.START_NS, S.DUR_NS,
+    S.PID, S.TID, S.PID_LABEL, S.TID_LABEL, S.DEVICE_COL, S.STREAM, S.EXTERNAL_ID,
+    S.CORRELATION, S.BYTES, S.ARGS,
 )
 
 
@@ -271,11 +272,15 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
     dur = _within_range(start, dur, names, where, path, diag)
 
     args, links = _args(list(map(_ARGS, rows)), where, path, diag)
+    roles = classify(pl.DataFrame({S.LAYER: layer, S.CATEGORY: category, S.NAME: name,
+                                   S.KIND: kind, S.ARGS: args}))
     cols = {
         S.LAYER: layer,
         S.CATEGORY: category,
         S.NAME: name,
         S.KIND: kind,
+        S.ROLE: roles.get_column(S.ROLE).to_arrow(),
+        S.DIRECTION: roles.get_column(S.DIRECTION).to_arrow(),
         S.START_NS: start,
         S.DUR_NS: dur,
         S.PID: pid,

@@ -1,0 +1,152 @@
+"""What each Kineto row is (``role``) and which way a transfer goes (``direction``).
+
+The only place that knows Kineto's categories and the CUDA/HIP/MTIA runtime's names, as
+seen in the real traces of ``../shared/corpus/kineto`` and in ``docs/formats.md``:
+
+=====================  ============================================================
+role                   Kineto rows
+=====================  ============================================================
+``operator``           ``cpu_op``
+``annotation``         ``user_annotation`` (``ProfilerStep#N`` included),
+                       ``gpu_user_annotation``
+``python``             ``python_function``
+``runtime``            runtime and driver calls (``cuda_runtime``, ``cuda_driver``,
+                       ``privateuse1_*``, ``mtia_runtime``, ``xpu_*``, ...)
+``transfer``           those of them that copy (``*memcpy*``, a PrivateUse1 ``copy``)
+``sync``               those of them that synchronise: ``*Synchronize*``,
+                       ``*StreamWaitEvent``, MTIA ``synchronize*``, ``waitOnEvent``
+``compute``            other device spans: ``kernel``, MTIA ``mtia_ccp_events``
+``transfer``           on the device: ``gpu_memcpy``, ``gpu_memset``, MTIA
+                       ``dma_request``
+``wait``               ``cuda_sync`` (``Stream Wait Event``, ``Stream Sync``, ...),
+                       MTIA ``event_wait``
+``other``              counters, ``cpu_instant_event`` (``[memory]``), ``Trace``,
+                       ``cuda_profiler_range``, rows without a category
+=====================  ============================================================
+
+``direction``: of a ``gpu_memcpy`` from its name (``Memcpy HtoD``, ``DtoH``, ``DtoD``,
+``PtoP``); of an MTIA ``dma_request`` from its ``args.direction``
+(``HOST_TO_DEVICE``, ...); of a runtime call that copies (its name holds ``memcpy``, or a
+PrivateUse1 call ``copy``) from its name (``memcpyHtoDAsync``) or its ``args.kind``
+(``cudaMemcpyKind``: 1 host to device, 2 device to host, 3 device to device).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from neurontrace import schema as S
+
+OPERATOR_CATEGORIES = ("cpu_op",)
+ANNOTATION_CATEGORIES = ("user_annotation", "gpu_user_annotation")
+PYTHON_CATEGORIES = ("python_function",)
+TRANSFER_CATEGORIES = ("gpu_memcpy", "gpu_memset")
+WAIT_CATEGORIES = ("cuda_sync",)
+#: Device-layer categories that are not device work: CUPTI profiler ranges (a kernel's
+#: counters measured over a range, not its run).
+OTHER_DEVICE_CATEGORIES = ("cuda_profiler_range",)
+#: Device event names that are transfers / waits, whatever their category (MTIA).
+TRANSFER_NAMES = ("dma_request",)
+WAIT_NAMES = ("event_wait",)
+#: Runtime calls that block on, or order, device work.
+SYNC_NAME_PATTERN = r"(?i)synchroniz|waitevent|waitonevent"
+#: Runtime calls that copy: ``cudaMemcpyAsync``, ``hipMemcpyWithStream``, MTIA
+#: ``enqueueCommand memcpyHtoDAsync``; a PrivateUse1 backend's ``copy``.
+RUNTIME_COPY_PATTERN = r"(?i)memcpy"
+PRIVATEUSE1_CATEGORIES = ("privateuse1_runtime", "privateuse1_driver")
+PRIVATEUSE1_COPY_PATTERN = r"(?i)copy|memcpy"
+
+#: Direction from the words in a copy's name, first match wins.
+DIRECTION_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"(?i)htod|h2d|hosttodevice|host_to_device", S.H2D),
+    (r"(?i)dtoh|d2h|devicetohost|device_to_host", S.D2H),
+    (r"(?i)ptop|p2p|peer", S.P2P),
+    (r"(?i)dtod|d2d|devicetodevice|device_to_device", S.D2D),
+)
+#: MTIA ``dma_request``'s ``args.direction``.
+ARG_DIRECTIONS = {"HOST_TO_DEVICE": S.H2D, "DEVICE_TO_HOST": S.D2H,
+                  "DEVICE_TO_DEVICE": S.D2D, "PEER_TO_PEER": S.P2P}
+#: ``cudaMemcpyKind`` in a runtime call's ``args.kind``.
+KIND_DIRECTIONS = {"1": S.H2D, "2": S.D2H, "3": S.D2D}
+
+
+def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr) -> pl.Expr:
+    """The ``role`` of each row from its layer (already mapped from the category), its
+    Kineto category, name and kind (see the module docstring)."""
+    cat = category.fill_null("")
+    device = (
+        pl.when(cat.is_in(WAIT_CATEGORIES) | name.is_in(WAIT_NAMES)).then(pl.lit(S.WAIT))
+        .when(cat.is_in(TRANSFER_CATEGORIES) | name.is_in(TRANSFER_NAMES))
+        .then(pl.lit(S.TRANSFER))
+        .when(cat.is_in(ANNOTATION_CATEGORIES)).then(pl.lit(S.ANNOTATION))
+        .when(cat.is_in(OTHER_DEVICE_CATEGORIES)).then(pl.lit(S.OTHER))
+        .otherwise(pl.lit(S.COMPUTE))
+    )
+    runtime = (
+        pl.when(name.str.contains(SYNC_NAME_PATTERN)).then(pl.lit(S.SYNC))
+        .when(_copy_call(cat, name)).then(pl.lit(S.TRANSFER))
+        .otherwise(pl.lit(S.RUNTIME_CALL))
+    )
+    framework = (
+        pl.when(cat.is_in(OPERATOR_CATEGORIES)).then(pl.lit(S.OPERATOR))
+        .when(cat.is_in(ANNOTATION_CATEGORIES)).then(pl.lit(S.ANNOTATION))
+        .when(cat.is_in(PYTHON_CATEGORIES)).then(pl.lit(S.PYTHON))
+        .otherwise(pl.lit(S.OTHER))
+    )
+    return (
+        pl.when(kind == S.COUNTER).then(pl.lit(S.OTHER))
+        .when(layer == S.DEVICE).then(device)
+        .when(layer == S.RUNTIME).then(runtime)
+        .otherwise(framework)
+    )
+
+
+def _copy_call(cat: pl.Expr, name: pl.Expr) -> pl.Expr:
+    return name.str.contains(RUNTIME_COPY_PATTERN) | (
+        cat.is_in(PRIVATEUSE1_CATEGORIES) & name.str.contains(PRIVATEUSE1_COPY_PATTERN))
+
+
+def _from_name(name: pl.Expr) -> pl.Expr:
+    out: pl.Expr = pl.lit(None, pl.String)
+    for pattern, d in reversed(DIRECTION_PATTERNS):
+        out = pl.when(name.str.contains(pattern)).then(pl.lit(d)).otherwise(out)
+    return out
+
+
+def _arg_text(args: pl.Expr, key: str) -> pl.Expr:
+    """The text of a string or integer ``args`` key (null if absent)."""
+    ws = "[ \t\r\n]*"
+    return args.str.extract(f'(?-u)"{key}"{ws}:{ws}"?([A-Za-z0-9_]+)"?{ws}[,}}]', 1)
+
+
+def direction(role_: pl.Expr, layer: pl.Expr, category: pl.Expr, name: pl.Expr,
+              args: pl.Expr) -> pl.Expr:
+    """``direction`` of transfers and of the runtime calls that request them."""
+    copy_call = (layer == S.RUNTIME) & (role_ == S.TRANSFER)
+    by_arg = _arg_text(args, "direction").replace_strict(
+        ARG_DIRECTIONS, default=None, return_dtype=pl.String)
+    by_kind = _arg_text(args, "kind").replace_strict(
+        KIND_DIRECTIONS, default=None, return_dtype=pl.String)
+    return (
+        pl.when(copy_call).then(pl.coalesce(_from_name(name), by_kind))
+        .when(role_ == S.TRANSFER)
+        .then(pl.coalesce(pl.when(name.is_in(TRANSFER_NAMES)).then(by_arg), _from_name(name)))
+    )
+
+
+def classify(frame: pl.DataFrame) -> pl.DataFrame:
+    """``role`` and ``direction`` of rows having ``layer, category, name, kind`` (and
+    ``args``, read only for the few rows that may carry a direction)."""
+    roles = frame.select(
+        role(pl.col(S.LAYER), pl.col(S.CATEGORY), pl.col(S.NAME), pl.col(S.KIND))
+        .alias(S.ROLE)
+    ).to_series()
+    where = (roles == S.TRANSFER).arg_true()
+    out = pl.Series(S.DIRECTION, [None] * frame.height, pl.String)
+    if where.len():
+        sub = frame[where].with_columns(roles.gather(where).alias(S.ROLE))
+        args = pl.col(S.ARGS) if S.ARGS in sub.columns else pl.lit(None, pl.String)
+        found = sub.select(direction(pl.col(S.ROLE), pl.col(S.LAYER), pl.col(S.CATEGORY),
+                                     pl.col(S.NAME), args)).to_series()
+        out = out.scatter(where, found)
+    return pl.DataFrame([roles, out])
