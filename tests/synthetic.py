@@ -18,6 +18,8 @@ import pyarrow as pa
 
 from neurontrace import schema as S
 from neurontrace.nesting import nest
+from neurontrace.readers import neuron as N
+from neurontrace.readers.kineto import roles as K
 
 HOST = "thread 1 (python)"
 NC0 = "nc 0"
@@ -73,6 +75,7 @@ def table(*rows: dict[str, Any]) -> pl.LazyFrame:
         start=S.START_NS,
         dur=S.DUR_NS,
     )
+    df = df.with_columns(_classified(df))
     tree = nest(spans).rename({"row": S.ROW})
     given = df.select(S.ROW, *(pl.col(c).alias(f"_{c}") for c in (S.PARENT, S.DEPTH, S.SELF_NS)))
     df = (
@@ -85,6 +88,25 @@ def table(*rows: dict[str, Any]) -> pl.LazyFrame:
         .sort(S.ROW)
     )
     return df.lazy()
+
+
+def _classified(df: pl.DataFrame) -> list[pl.Expr]:
+    """``role`` and ``direction`` where a row does not give them, as the readers set
+    them: by the Neuron vocabulary for its names and categories, else by Kineto's."""
+    layer, cat, name, kind = (pl.col(c) for c in (S.LAYER, S.CATEGORY, S.NAME, S.KIND))
+    kineto = K.classify(df)
+    neuron_named = (
+        name.is_in([*N.COMPUTE_EVENTS, *N.WAIT_EVENTS, *N.MARKER_EVENTS, *N.COPY_DIRECTIONS])
+        | name.str.contains(N.SYNC_CALLS)
+        | cat.fill_null("").is_in([*N.TRANSFER_TABLES, *N.SUMMARY_TABLES,
+                                   "Instruction", "instruction"])
+    )
+    return [
+        pl.coalesce(pl.col(S.ROLE), pl.when(neuron_named).then(N.role(layer, cat, name, kind))
+                    .otherwise(pl.lit(kineto.get_column(S.ROLE)))).alias(S.ROLE),
+        pl.coalesce(pl.col(S.DIRECTION), N.direction(name),
+                    pl.lit(kineto.get_column(S.DIRECTION))).alias(S.DIRECTION),
+    ]
 
 
 def shuffled(lf: pl.LazyFrame, seed: int) -> pl.LazyFrame:

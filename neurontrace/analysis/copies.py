@@ -1,24 +1,27 @@
 """Copy detection: every transfer between host and device, and the op that caused it.
 
 A **transfer** is data moved between host and device (or between devices), seen as one
-or more events of the runtime and device layers (:func:`.vocab.is_copy`): CUDA's
-``cudaMemcpyAsync`` call and its ``Memcpy HtoD`` on a stream; Neuron's
-``nrt_tensor_write`` / ``nrt_tensor_read`` and ``dmem_buf_copyin`` / ``copyout``; a
-PrivateUse1 copy. Events are one transfer when they share a ``correlation`` or a flow
-arrow, or when one is nested in another on its track; the transfer is reported once::
+or more events of the runtime and device layers (:func:`.vocab.is_copy`): the rows the
+readers gave a ``direction`` (device transfers, and the runtime calls that request one)
+and the runtime calls that copy (role ``transfer``) even where they do not say which way.
+E.g. a CUDA copy call and its device copy on a stream; a Neuron tensor write and the
+device buffer copy under it. Events are one
+transfer when they share a ``correlation`` or a flow arrow, or when one is nested in
+another on its track; the transfer is reported once::
 
     framework  |------------------ aten::add ------------------|     op  = aten::add
                   |--------- aten::_to_copy ---------|
                      |------ aten::copy_ ------|                      via = aten::copy_
-    runtime             |nrt_tensor_write 4 B|                        layers: framework,
-    device                 |dmem_buf_copyin|                          runtime, device
+    runtime             |tensor write 4 B|                            layers: framework,
+    device                 |buffer copy h2d|                          runtime, device
 
 - ``start_ns``, ``dur_ns``: of the device event when there is one (the movement itself),
   else of the outermost runtime call;
 - ``bytes``: the largest byte count any of its events gives; ``tiny``: at most
   :data:`.vocab.TINY_BYTES` bytes (a scalar, such as an ``eps`` that lives on the host
   and is copied before every use); null when no event gives a size;
-- ``direction``: ``h2d``, ``d2h`` or ``d2d`` from the events' names; null if none says;
+- ``direction``: ``h2d``, ``d2h``, ``d2d`` or ``p2p``: the events' ``direction``, the
+  device side's first;
 - ``via``: the framework op the transfer's events are linked to (``framework_row``):
   the innermost op that made it; ``op``: the outermost framework operator above
   ``via`` on its thread, the call the user wrote (``aten::add``, not the
@@ -52,7 +55,7 @@ def copies(lf: pl.LazyFrame) -> pl.DataFrame:
         lf.filter(V.is_copy())
         .select(
             S.ROW, S.RANK, S.LAYER, S.START_NS, S.DUR_NS, S.BYTES, S.CORRELATION,
-            S.FLOW_IDS, S.PARENT, S.FRAMEWORK_ROW, direction=V.direction(),
+            S.FLOW_IDS, S.PARENT, S.FRAMEWORK_ROW, S.DIRECTION,
         )
         .collect()
     )
@@ -157,7 +160,7 @@ def _callers(lf: pl.LazyFrame, rows: pl.Series) -> pl.DataFrame:
     fw = (
         lf.filter(pl.col(S.LAYER) == S.FRAMEWORK)
         .select(S.ROW, S.PARENT, V.op_name().alias(S.NAME),
-                _is_op=pl.col(S.CATEGORY).is_in(V.OP_CATEGORIES))
+                _is_op=pl.col(S.ROLE) == S.OPERATOR)
         .collect()
     )
     cur = (

@@ -3,7 +3,7 @@
 Terms, per device track (a GPU stream, a NeuronCore engine; one per ``rank, track``)::
 
     device   |== A ==|      gap 1       |= B =|  gap 2  |==== C ====|
-    host      [aten::mul ...........[launch B]]  [cudaStreamSynchronize]
+    host      [aten::mul ...........[launch B]]  [stream synchronize]
              ^                                                       ^
              span: first device start ............ last device end
 
@@ -19,16 +19,16 @@ Terms, per device track (a GPU stream, a NeuronCore engine; one per ``rank, trac
 
   1. ``h2d_copy``: a host-to-device copy (runtime call or transfer on another track)
      is in progress: the device waits for data;
-  2. ``sync``: a synchronisation is in progress (a ``*Synchronize`` call, a stream
-     waiting on an event, ``kbl_exec_wait``);
+  2. ``sync``: a synchronisation is in progress (a ``sync`` runtime call such as a
+     stream synchronize, or a device-side ``wait``);
   3. ``launch_latency``: the launch of the work after the gap (the runtime call with
      its ``correlation``, or a flow arrow) has begun and the work has not started;
   4. ``host_dispatch``: a framework op is running on the host and nothing has been
      launched yet;
   5. ``unknown``: none of these overlaps the gap.
 
-  A copy made inside an op (``aten::add`` -> ``nrt_tensor_write``) thus counts as the
-  copy, not as the op around it.
+  A copy made inside an op (``aten::add`` -> a tensor write) thus counts as the copy,
+  not as the op around it.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def idle(lf: pl.LazyFrame, by: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFram
     # Each instant of a gap goes to the first explanation that holds then (copy, sync,
     # launch once issued, framework op), so one event nested in another (a copy inside
     # an op) counts for the more specific: unions of the first k kinds, differenced.
-    copy = _spans(lf, V.is_copy() & (V.direction() == V.H2D))
+    copy = _spans(lf, V.is_copy() & (pl.col(S.DIRECTION) == V.H2D))
     sync = _spans(lf, V.is_sync())
     host = _spans(lf, V.is_op())
     u_c = _union(copy)

@@ -8,8 +8,8 @@ run: ``calls`` (# of Calls), ``self_ns`` (Self CPU), ``total_ns`` (CPU total) an
 ``share`` = self / the sum of all self times. Built the way torch builds it:
 
 - the events are the host spans torch keeps (operators, ``record_function`` ranges,
-  Python frames under ``with_stack``, runtime calls on host threads; see
-  :data:`.vocab.HOST_CATEGORIES`), minus the utility ops torch filters out
+  Python frames under ``with_stack``, runtime calls on host threads: the roles
+  :data:`.vocab.HOST_ROLES`), minus the utility ops torch filters out
   (``aten::is_leaf``, ...); every ``ProfilerStep#N`` is named ``ProfilerStep*``;
 - they are nested per thread among themselves only (other spans on the thread are
   ignored) by torch's rule (:func:`neurontrace.nesting.containers`), and self =
@@ -70,12 +70,7 @@ def host_events(lf: pl.LazyFrame) -> pl.DataFrame:
     negative as in torch), ``merged`` (folded into a parent of the same name).
     """
     rows = (
-        lf.filter(
-            pl.col(S.LAYER).is_in([S.FRAMEWORK, S.RUNTIME])
-            & V.is_span()
-            & pl.col(S.CATEGORY).is_in(V.HOST_CATEGORIES)
-            & ~pl.col(S.NAME).is_in(V.KEY_AVERAGES_SKIPPED)
-        )
+        lf.filter(V.is_host_event() & ~pl.col(S.NAME).is_in(V.KEY_AVERAGES_SKIPPED))
         .select(
             S.ROW, S.RANK, V.op_name().alias(S.NAME), S.START_NS, S.DUR_NS,
             lane=pl.struct(
