@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import polars as pl
 
 from neurontrace import analysis
-from neurontrace.analysis.compare import OP_PREFIX
-from neurontrace.cli import render as R
 from neurontrace.cli.options import events, json_option, top_option, verbose_option
 from neurontrace.convert import stem, unique
+from neurontrace.views import terminal as T
 
 
 @click.command()
@@ -29,29 +27,9 @@ def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
     runs = {label: events(p) for label, p in zip(labels(paths), paths, strict=True)}
     table = analysis.compare(runs, top=top or 1_000_000)
     if as_json:
-        R.emit_json(R.records(table))
+        T.emit_json(T.records(table))
         return
-    names = list(runs)
-    wide = table.pivot("run", index="metric", values=["value", "ratio"], sort_columns=False)
-    cols = [R.Col("metric", "", flex=True, right=False)]
-    for i, n in enumerate(names):
-        cols.append(R.Col(f"value_{n}", n, _fmt_for))
-        if i:
-            cols.append(R.Col(f"ratio_{n}", "x first", R.ratio))
-    shown = wide.with_columns(
-        pl.struct("metric", pl.col(f"value_{n}")).alias(f"value_{n}") for n in names
-    )
-    R.echo(R.table(shown, cols))
-
-
-def _fmt_for(v: dict[str, object]) -> str:
-    metric, value = v["metric"], next(x for k, x in v.items() if k != "metric")
-    assert isinstance(metric, str)
-    if metric.endswith("_ns") or metric.startswith(OP_PREFIX):
-        return R.duration(value)
-    if metric.endswith("_bytes"):
-        return R.nbytes(value)
-    return R.count(value)
+    T.show(T.compare(table, list(runs)))
 
 
 def labels(paths: tuple[Path, ...]) -> list[str]:

@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from neurontrace import analysis, atomic
-from neurontrace.cli import render as R
 from neurontrace.cli.options import json_option, path_argument, verbose_option
 from neurontrace.cli.progress import Bar
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.scratch import Terminated, sigterm_raises
 from neurontrace.views import chrome
+from neurontrace.views import terminal as T
 
 
 @click.command()
@@ -42,15 +42,16 @@ def export(ctx: click.Context, path: Path, out: Path, marks: bool, progress: boo
     bar = Bar("exporting", progress, unit="events", scale=1)
     with sigterm_raises():
         try:
-            done = chrome.export(lf, out, marks=marks, progress=bar)
+            shown = chrome.Marks(analysis.gaps(lf).gaps, analysis.copies(lf)) if marks else None
+            done = chrome.export(lf, out, marks=shown, progress=bar)
         except Terminated:
             click.echo("neurontrace: terminated (SIGTERM)", err=True)
             ctx.exit(Terminated.exit_code)
         finally:
             bar.close()
-    R.warnings(diag, (ctx.obj or {}).get("verbose", 0))
+    T.warnings(diag, (ctx.obj or {}).get("verbose", 0))
     if as_json:
-        R.emit_json({"path": str(done.path), "rows": done.rows, "flows": done.flows,
+        T.emit_json({"path": str(done.path), "rows": done.rows, "flows": done.flows,
                      "gaps": done.gaps, "copies": done.copies, "base_ns": done.base_ns})
         return
     click.echo(f"{out}: {done.rows:,} events, {done.flows:,} arrows, {done.gaps:,} gaps, "

@@ -7,16 +7,8 @@ from pathlib import Path
 import click
 
 from neurontrace import analysis
-from neurontrace.cli import render as R
 from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
-
-COLUMNS = (
-    R.Col("name", "op", flex=True, right=False),
-    R.Col("calls", "calls", R.count),
-    R.Col("self_ns", "self", R.duration),
-    R.Col("total_ns", "total", R.duration),
-    R.Col("share", "share", R.percent),
-)
+from neurontrace.views import terminal as T
 
 
 @click.command()
@@ -38,13 +30,7 @@ def ops(path: Path, layer: str, top: int, as_json: bool) -> None:
     """
     table = analysis.ops(events(path),
                          layer="device" if layer == "device" else "framework")
-    shown = table.head(top) if top else table
     if as_json:
-        R.emit_json(R.records(shown))
+        T.emit_json(T.records(table.head(top) if top else table))
         return
-    if table.height == 0:
-        R.echo(f"{path}: no {'device work' if layer == 'device' else 'host ops'} found")
-        return
-    R.echo(R.table(shown, COLUMNS))
-    if shown.height < table.height:
-        R.echo(f"... {table.height - shown.height:,} more (--top 0 shows all)")
+    T.show(T.ops(table, top, str(path), layer))

@@ -76,9 +76,9 @@ def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
     progress bar while a raw trace is read, and the readers' warnings reported on stderr
     (counted; listed under ``-v``)."""
     from neurontrace import analysis
-    from neurontrace.cli import render
     from neurontrace.cli.progress import Bar
     from neurontrace.diagnostics import Diagnostics
+    from neurontrace.views import terminal
 
     diag = Diagnostics()
     bar = Bar("reading")  # drawn only on a terminal, and only while a raw trace is read
@@ -87,5 +87,5 @@ def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
     finally:
         bar.close()
     ctx = click.get_current_context(silent=True)
-    render.warnings(diag, (ctx.obj or {}).get("verbose", 0) if ctx is not None else 0)
+    terminal.warnings(diag, (ctx.obj or {}).get("verbose", 0) if ctx is not None else 0)
     return lf

@@ -32,7 +32,9 @@ ROUND_TRIP = S.NAMES
 
 def exported(table: pl.DataFrame, tmp: Path, marks: bool = True) -> Path:
     out = tmp / "timeline.json"
-    chrome.export(table.lazy(), out, marks=marks)
+    lf = table.lazy()  # the marks are computed by the caller, as `neurontrace export` does
+    chrome.export(lf, out, marks=chrome.Marks(analysis.gaps(lf).gaps, analysis.copies(lf))
+                  if marks else None)
     return out
 
 

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from neurontrace import analysis
 from neurontrace import schema as S
 from neurontrace.cli.main import cli
+from neurontrace.cli.report import analyse
 from neurontrace.views import html
 
 from support import FIXTURES
@@ -25,6 +26,13 @@ from support import FIXTURES
 CUDA = FIXTURES / "capture" / "cuda"
 EPS = FIXTURES / "capture" / "cuda-eps-copy" / "eps_copied" / "trace.json.gz"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def page_of(runs: dict[str, pl.LazyFrame], out: Path, max_events: int = html.MAX_EVENTS) -> Path:
+    """The page of ``runs`` as ``report --html`` writes it: the analyses computed once by
+    the caller (:func:`neurontrace.cli.report.analyse`), the page only embedding them."""
+    comparison = analysis.compare(runs, top=10) if len(runs) > 1 else None
+    return html.write(analyse(runs), out, comparison, max_events=max_events)
 
 
 def embedded(page: str) -> dict:
@@ -35,8 +43,7 @@ def embedded(page: str) -> dict:
 
 
 def test_the_page_is_self_contained(tmp_path: Path) -> None:
-    out = html.write({"naive": analysis.events(CUDA / "naive" / "trace.json.gz")},
-                     tmp_path / "r.html")
+    out = page_of({"naive": analysis.events(CUDA / "naive" / "trace.json.gz")}, tmp_path / "r.html")
     page = out.read_text()
     assert not re.search(r"\b(?:src|href)\s*=", page)  # nothing loaded from anywhere
     assert "<link" not in page and "@import" not in page
@@ -46,7 +53,7 @@ def test_the_page_is_self_contained(tmp_path: Path) -> None:
 
 def test_the_timeline_is_capped_and_says_so(tmp_path: Path) -> None:
     lf = analysis.events(EPS)
-    data = embedded(html.write({"eps": lf}, tmp_path / "r.html", max_events=40).read_text())
+    data = embedded(page_of({"eps": lf}, tmp_path / "r.html", max_events=40).read_text())
     tl = data["runs"][0]["timeline"]
     assert tl["shown"] == len(tl["events"]) == 40
     assert tl["total"] == lf.collect().height and tl["capped"] and tl["from_step"]
@@ -56,7 +63,7 @@ def test_the_timeline_is_capped_and_says_so(tmp_path: Path) -> None:
 
 def test_figures_are_the_analyses(tmp_path: Path) -> None:
     lf = analysis.events(EPS)
-    run = html.page_data({"eps": lf})["runs"][0]
+    run = html.page_data(analyse({"eps": lf}))["runs"][0]
     r = analysis.report(lf, top=10)
     assert run["device_ops"] == r.device_ops.to_dicts()
     assert run["idle"] == r.idle.to_dicts()
@@ -66,9 +73,9 @@ def test_figures_are_the_analyses(tmp_path: Path) -> None:
 def test_names_cannot_close_the_script(tmp_path: Path) -> None:
     frame = analysis.events(CUDA / "naive" / "trace.json.gz").collect().with_columns(
         pl.lit("</script><b>x").alias(S.NAME))
-    page = html.write({"odd": frame.lazy()}, tmp_path / "r.html").read_text()
-    assert "</script><b>x" not in page
-    assert "</script><b>x" in embedded(page)["runs"][0]["timeline"]["names"]
+    text = page_of({"odd": frame.lazy()}, tmp_path / "r.html").read_text()
+    assert "</script><b>x" not in text
+    assert "</script><b>x" in embedded(text)["runs"][0]["timeline"]["names"]
 
 
 def test_the_command_writes_the_page_with_a_comparison(tmp_path: Path) -> None:
@@ -138,8 +145,8 @@ def _png_pixels(path: Path) -> list[tuple[int, ...]]:
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get "
                     "install chromium; .ci/run installs it)")
 def test_in_headless_chromium_the_page_loads_without_errors_and_draws(tmp_path: Path) -> None:
-    out = html.write({"naive": analysis.events(CUDA / "naive" / "trace.json.gz"),
-                      "eps": analysis.events(EPS)}, tmp_path / "r.html")
+    out = page_of({"naive": analysis.events(CUDA / "naive" / "trace.json.gz"),
+                "eps": analysis.events(EPS)}, tmp_path / "r.html")
     dom = _chromium("--dump-dom", out.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r"<body[^>]*>", dom.stdout)

@@ -39,8 +39,6 @@ import polars as pl
 
 from neurontrace import atomic
 from neurontrace import schema as S
-from neurontrace.analysis.copies import copies
-from neurontrace.analysis.gaps import gaps
 
 #: First key of the file: how :mod:`neurontrace.readers.exported` recognises it.
 MARKER = "neurontrace"
@@ -65,6 +63,16 @@ Progress = Callable[[int, "int | None"], None]
 
 
 @dataclass(frozen=True)
+class Marks:
+    """The view-only tracks' content, computed by the caller: ``gaps`` is
+    :func:`neurontrace.analysis.gaps`'s ``gaps`` table, ``copies`` the table of
+    :func:`neurontrace.analysis.copies`, both of the exported events."""
+
+    gaps: pl.DataFrame
+    copies: pl.DataFrame
+
+
+@dataclass(frozen=True)
 class Exported:
     """What :func:`export` wrote: rows of the table, arrows, and view-only marks."""
 
@@ -83,12 +91,12 @@ def micros(ns: int) -> str:
     return f"{sign}{q}.{r:03d}"
 
 
-def export(lf: pl.LazyFrame, out: str | os.PathLike[str], marks: bool = True,
+def export(lf: pl.LazyFrame, out: str | os.PathLike[str], marks: Marks | None = None,
            progress: Progress | None = None) -> Exported:
     """Write the events of ``lf`` to ``out`` as Chrome-trace JSON (see the module doc).
 
-    ``marks``: add the gap and copy tracks (computed by :func:`.gaps.gaps` and
-    :func:`.copies.copies`).
+    ``marks``: the gaps and copies of the same events, added as view-only tracks (none
+    when ``None``, or when there are no events).
     """
     dst = Path(out)
     narrow = lf.select(
@@ -97,8 +105,7 @@ def export(lf: pl.LazyFrame, out: str | os.PathLike[str], marks: bool = True,
     ).collect()
     base = int(narrow.get_column(S.START_NS).min() or 0) if narrow.height else 0  # type: ignore[arg-type]
     lanes = _lanes(narrow)
-    gap_rows = gaps(lf).gaps if marks and narrow.height else None
-    copy_rows = copies(lf) if marks and narrow.height else None
+    shown = marks if marks is not None and narrow.height else None
     with atomic.writing(dst) as tmp, open(tmp, "wb") as f:
         w = _Writer(f)
         header = {MARKER: {"format": FORMAT, "schema_version": S.SCHEMA_VERSION},
@@ -120,10 +127,10 @@ def export(lf: pl.LazyFrame, out: str | os.PathLike[str], marks: bool = True,
             w.raw(ev)
             n_flows += 1
         n_gaps = n_copies = 0
-        if gap_rows is not None and copy_rows is not None:
-            for ev in _marks(gap_rows, copy_rows, lanes, base):
+        if shown is not None:
+            for ev in _marks(shown.gaps, shown.copies, lanes, base):
                 w.raw(ev)
-            n_gaps, n_copies = gap_rows.height, copy_rows.height
+            n_gaps, n_copies = shown.gaps.height, shown.copies.height
         f.write(b"\n]}\n")
     return Exported(dst, narrow.height, n_flows // 2, n_gaps, n_copies, base)
 

@@ -3,7 +3,8 @@ several runs the comparison.
 
 Everything is inline: the page is :data:`TEMPLATE` (hand-written CSS and canvas/DOM
 JavaScript, no library, nothing fetched) with the figures embedded as JSON. The
-figures come from :mod:`neurontrace.analysis`; this module only gathers and embeds them.
+figures are the analyses' results, computed by the caller (:class:`.results.Run`): this
+module only cuts and embeds them.
 
 The timeline embeds at most ``max_events`` events per run: those starting at or after
 the first ``ProfilerStep`` (or the trace's start), in time order. The page says how many
@@ -13,7 +14,7 @@ it shows of how many, and over which time window.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,8 @@ import polars as pl
 
 from neurontrace import atomic
 from neurontrace import schema as S
-from neurontrace.analysis import compare, copies, copy_summary, gaps, report
 from neurontrace.analysis.gaps import CAUSES
+from neurontrace.views.results import Run, cut
 
 MAX_EVENTS = 20_000
 MAX_DEPTH = 5  # nesting levels drawn per lane; deeper spans are drawn at this level
@@ -35,23 +36,26 @@ def template() -> str:
     return resources.files("neurontrace.views").joinpath("report.html").read_text("utf-8")
 
 
-def page_data(runs: Mapping[str, pl.LazyFrame], top: int = 10,
+def page_data(runs: Sequence[Run], comparison: pl.DataFrame | None = None, top: int = 10,
               max_events: int = MAX_EVENTS) -> dict[str, Any]:
-    """Everything the page shows, as plain JSON-able values."""
+    """Everything the page shows, as plain JSON-able values: per run, its report's tables
+    cut to ``top`` rows and its timeline; ``comparison``: the table of
+    :func:`neurontrace.analysis.compare` (shown with several runs)."""
     data: dict[str, Any] = {
-        "runs": [_run(name, lf, top, max_events) for name, lf in runs.items()],
+        "runs": [_run(run, top, max_events) for run in runs],
         "causes": list(CAUSES),
         "layers": list(S.LAYERS),
     }
-    if len(runs) > 1:
-        data["compare"] = compare(runs, top=top).to_dicts()
+    if len(runs) > 1 and comparison is not None:
+        data["compare"] = comparison.to_dicts()
     return data
 
 
-def write(runs: Mapping[str, pl.LazyFrame], out: str | os.PathLike[str], top: int = 10,
+def write(runs: Sequence[Run], out: str | os.PathLike[str],
+          comparison: pl.DataFrame | None = None, top: int = 10,
           max_events: int = MAX_EVENTS) -> Path:
     """Write the page to ``out`` (through a temporary file renamed into place)."""
-    blob = orjson.dumps(page_data(runs, top, max_events)).decode()
+    blob = orjson.dumps(page_data(runs, comparison, top, max_events)).decode()
     # Inside <script>, "</" could close the element: JSON allows "<\/" for it.
     html = template().replace(_PLACEHOLDER, blob.replace("</", "<\\/"))
     dst = Path(out)
@@ -60,12 +64,12 @@ def write(runs: Mapping[str, pl.LazyFrame], out: str | os.PathLike[str], top: in
     return dst
 
 
-def _run(name: str, lf: pl.LazyFrame, top: int, max_events: int) -> dict[str, Any]:
-    r = report(lf, top=top)
+def _run(run: Run, top: int, max_events: int) -> dict[str, Any]:
+    r = cut(run.report, top)
     span = int(r.tracks.get_column("span_ns").sum()) if r.tracks.height else 0
     idle = int(r.tracks.get_column("idle_ns").sum()) if r.tracks.height else 0
     return {
-        "name": name,
+        "name": run.name,
         "steps": r.steps,
         "transfers": r.transfers,
         "host_ops": r.host_ops.to_dicts(),
@@ -74,15 +78,17 @@ def _run(name: str, lf: pl.LazyFrame, top: int, max_events: int) -> dict[str, An
         "span_ns": span,
         "idle_ns": idle,
         "largest_gaps": r.largest_gaps.to_dicts(),
-        "copies": copy_summary(copies(lf)).head(top).to_dicts(),
-        "timeline": timeline(lf, max_events),
+        "copies": r.copies.to_dicts(),
+        "timeline": timeline(run.events, run.report.largest_gaps, max_events),
     }
 
 
-def timeline(lf: pl.LazyFrame, max_events: int = MAX_EVENTS) -> dict[str, Any]:
+def timeline(lf: pl.LazyFrame, gaps: pl.DataFrame, max_events: int = MAX_EVENTS
+             ) -> dict[str, Any]:
     """The capped event list the page draws: lanes, names, and rows of
     ``[lane, start_ns from t0, dur_ns, name index, layer index, depth]``, plus the gaps
-    in the window as ``[lane, start, dur, cause index]``."""
+    (``gaps``: rows of :func:`neurontrace.analysis.gaps`'s ``gaps``, any order) in the
+    window as ``[lane, start, dur, cause index]``, by track and time."""
     ev = lf.select(S.RANK, S.TRACK, S.LAYER, S.NAME, S.KIND, S.START_NS, S.DUR_NS,
                    S.DEPTH).collect()
     total = ev.height
@@ -105,7 +111,8 @@ def timeline(lf: pl.LazyFrame, max_events: int = MAX_EVENTS) -> dict[str, Any]:
                     pl.col(S.LAYER).replace_strict({v: i for i, v in enumerate(S.LAYERS)},
                                                    default=0, return_dtype=pl.Int64),
                     pl.col(S.DEPTH).fill_null(0).clip(0, MAX_DEPTH)))
-    g = gaps(lf).gaps.filter((pl.col(S.START_NS) >= t0) & (pl.col(S.START_NS) <= t1))
+    g = (gaps.sort(S.RANK, S.TRACK, S.START_NS)
+         .filter((pl.col(S.START_NS) >= t0) & (pl.col(S.START_NS) <= t1)))
     gap_rows = (g.join(lanes.select(S.RANK, S.TRACK, "_lane"), on=[S.RANK, S.TRACK])
                 .select("_lane", pl.col(S.START_NS) - t0, S.DUR_NS,
                         pl.col("cause").replace_strict({c: i for i, c in enumerate(CAUSES)},

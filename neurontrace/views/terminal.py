@@ -1,0 +1,434 @@
+"""What the commands print: terminal tables fitted to the width, words, and JSON.
+
+Every function here takes what :mod:`neurontrace.analysis` returned and gives text (or
+writes JSON): none reads events or computes a figure. Tables use colour (a bold header)
+only when stdout is a terminal (``click.echo`` drops the escapes otherwise). JSON goes
+through orjson: integers stay exact, one document per command, keys as the library's
+column names.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+import orjson
+import polars as pl
+
+from neurontrace import schema as S
+from neurontrace.analysis.compare import OP_PREFIX
+from neurontrace.analysis.gaps import CAUSES, Gaps
+from neurontrace.analysis.report import Report
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.views.names import short
+
+if TYPE_CHECKING:  # the capture summary's figures (computed there, laid out here)
+    from neurontrace.capture.report import Summary
+
+Format = Callable[[Any], str]
+
+
+def emit_json(obj: Any) -> None:
+    opts = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    sys.stdout.buffer.write(orjson.dumps(obj, option=opts))
+    sys.stdout.flush()
+
+
+def records(df: pl.DataFrame) -> list[dict[str, Any]]:
+    return df.to_dicts()
+
+
+# -- values -------------------------------------------------------------------------------
+
+def duration(ns: Any) -> str:
+    if ns is None:
+        return "-"
+    v = float(ns)
+    a = abs(v)
+    if a < 1e3:
+        return f"{v:.0f} ns"
+    if a < 1e6:
+        return f"{v / 1e3:.1f} µs"
+    if a < 1e9:
+        return f"{v / 1e6:.2f} ms"
+    return f"{v / 1e9:.3f} s"
+
+
+def percent(x: Any) -> str:
+    return "-" if x is None else f"{100 * float(x):.1f}%"
+
+
+def count(n: Any) -> str:
+    return "-" if n is None else f"{int(n):,}"
+
+
+def nbytes(n: Any) -> str:
+    if n is None:
+        return "?"
+    v = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(v) < 1024 or unit == "GiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return f"{v:.1f} GiB"  # pragma: no cover - loop always returns
+
+
+def ratio(x: Any) -> str:
+    return "-" if x is None else f"{float(x):.2f}x"
+
+
+def text(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v))
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
+# -- tables -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Col:
+    """One column: the frame's column, its header, how to show a value, and whether it
+    gives up width (with an ellipsis in the middle, or at the end for ``tail=False``
+    lists) when the terminal is narrow."""
+
+    key: str
+    header: str
+    fmt: Format = text
+    flex: bool = False
+    right: bool = True
+    tail: bool = True
+
+
+def width() -> int:
+    return shutil.get_terminal_size((120, 24)).columns
+
+
+def table_text(df: pl.DataFrame, cols: Sequence[Col], max_width: int | None = None) -> str:
+    """``df`` as aligned text no wider than the terminal."""
+    limit = max_width or width()
+    cells = [[c.fmt(v) for v in df.get_column(c.key).to_list()] for c in cols]
+    widths = [max([len(c.header), *map(len, col)]) for c, col in zip(cols, cells, strict=True)]
+    excess = sum(widths) + 2 * (len(cols) - 1) - limit
+    floor = [max(len(c.header), 12) if c.flex else w for c, w in zip(cols, widths, strict=True)]
+    while excess > 0:  # narrow the widest flexible column, one character at a time
+        i = max(range(len(cols)), key=lambda k: widths[k] - floor[k])
+        if widths[i] <= floor[i]:
+            break
+        widths[i] -= 1
+        excess -= 1
+
+    def fit(s: str, w: int, c: Col) -> str:
+        if len(s) > w:  # a C++ signature first loses all but its identifying part
+            s = short(s, w)
+        if len(s) > w:  # names differ at the end as often as at the start: keep both
+            keep = (w - 1) // 2 + (w - 1) % 2 if c.tail else w - 1
+            s = s[:keep] + "…" + (s[len(s) - (w - 1 - keep):] if w - 1 - keep else "")
+        return s.rjust(w) if c.right else s.ljust(w)
+
+    head = "  ".join(fit(c.header, w, c) for c, w in zip(cols, widths, strict=True))
+    lines = [click.style(head.rstrip(), bold=True)]
+    for r in range(df.height):
+        line = "  ".join(
+            fit(cells[i][r], widths[i], c) for i, c in enumerate(cols)
+        )
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def heading(title: str) -> str:
+    return click.style(title, bold=True, underline=True)
+
+
+def echo(s: str = "") -> None:
+    click.echo(s)
+
+
+def show(lines: Sequence[str]) -> None:
+    """Print ``lines`` (what one of the functions below returned) on stdout."""
+    for line in lines:
+        click.echo(line)
+
+
+def warnings(diag: Diagnostics, verbose: int) -> None:
+    """The readers' warnings on stderr under ``-v``; otherwise one line counting them."""
+    total = sum(diag.counts.values())
+    if not total:
+        return
+    if not verbose:
+        click.echo(f"neurontrace: {total:,} warning(s) while reading (see -v)", err=True)
+        return
+    for line in diag.lines():
+        click.echo(f"  warning: {line}", err=True)
+
+
+# -- the commands' output ---------------------------------------------------------------
+# Each takes what the analyses returned and gives the lines to print; none computes.
+
+OPS = (
+    Col("name", "op", flex=True, right=False),
+    Col("calls", "calls", count),
+    Col("self_ns", "self", duration),
+    Col("total_ns", "total", duration),
+    Col("share", "share", percent),
+)
+
+
+def ops(table: pl.DataFrame, top: int, path: str, layer: str) -> list[str]:
+    """``neurontrace ops``: the first ``top`` rows of :func:`neurontrace.analysis.ops`'s
+    table (all for 0), and how many more there are."""
+    if table.height == 0:
+        return [f"{path}: no {'device work' if layer == 'device' else 'host ops'} found"]
+    shown = table.head(top) if top else table
+    out = [table_text(shown, OPS)]
+    if shown.height < table.height:
+        out.append(f"... {table.height - shown.height:,} more (--top 0 shows all)")
+    return out
+
+
+TRACKS = (
+    Col("track", "track", flex=True, right=False),
+    Col("span_ns", "span", duration),
+    Col("busy_ns", "busy", duration),
+    Col("idle_ns", "idle", duration),
+    Col("idle_share", "idle%", percent),
+    Col("gaps", "gaps", count),
+    Col("causes", "idle by cause", flex=True, right=False, tail=False),
+)
+GAPS = (
+    Col("track", "track", flex=True, right=False),
+    Col("at", "at", duration),
+    Col(S.DUR_NS, "gap", duration),
+    Col("cause", "cause", right=False),
+    Col("before", "before", flex=True, right=False),
+    Col("after", "after", flex=True, right=False),
+)
+
+
+def gaps_json(found: Gaps) -> dict[str, Any]:
+    return {"tracks": records(found.tracks), "gaps": records(found.gaps)}
+
+
+def gaps(found: Gaps, top: int, path: str) -> list[str]:
+    """``neurontrace gaps``: the per-track table of :func:`neurontrace.analysis.gaps`,
+    then its ``top`` longest gaps (all for 0)."""
+    if found.tracks.height == 0:
+        return [f"{path}: no device work found (a CPU-only trace has no device gaps)"]
+    tracks = found.tracks.with_columns(
+        idle_share=pl.when(pl.col("span_ns") > 0)
+        .then(pl.col("idle_ns") / pl.col("span_ns")),
+        causes=pl.Series([causes(row) for row in found.tracks.iter_rows(named=True)],
+                         dtype=pl.String),
+    )
+    out = [table_text(tracks, TRACKS)]
+    if found.gaps.height:
+        first = found.tracks.get_column(S.START_NS).min()
+        longest = found.gaps.sort(S.DUR_NS, descending=True)
+        longest = (longest.head(top) if top else longest).with_columns(
+            at=pl.col(S.START_NS) - first
+        )
+        out.append("")
+        out.append(heading(f"Longest gaps ({longest.height:,} of {found.gaps.height:,}; "
+                           "'at' from the first device work)"))
+        out.append(table_text(longest, GAPS))
+    return out
+
+
+def causes(track: dict[str, object]) -> str:
+    """``host dispatch 88%, launch latency 12%``: a track's idle time by cause."""
+    idle = track["idle_ns"]
+    assert isinstance(idle, int)
+    parts = []
+    for c in sorted(CAUSES, key=lambda c: -int(track[f"{c}_ns"])):  # type: ignore[call-overload]
+        ns = int(track[f"{c}_ns"])  # type: ignore[call-overload]
+        if ns > 0 and idle > 0:
+            parts.append(f"{c.replace('_', ' ')} {percent(ns / idle)}")
+    return ", ".join(parts) or "-"
+
+
+TRANSFERS = (
+    Col("at", "at", duration),
+    Col(S.DUR_NS, "dur", duration),
+    Col("bytes", "bytes", nbytes),
+    Col("direction", "dir", right=False),
+    Col("tiny", "tiny"),
+    Col("op", "op", flex=True, right=False),
+    Col("via", "via", flex=True, right=False),
+    Col("layers", "layers", right=False),
+)
+COPY_SUMMARY = (
+    Col("op", "op", flex=True, right=False),
+    Col("direction", "dir", right=False),
+    Col("copies", "copies", count),
+    Col("bytes", "bytes", nbytes),
+    Col(S.DUR_NS, "time", duration),
+    Col("tiny", "tiny", count),
+)
+
+
+def copies(found: pl.DataFrame, summary: pl.DataFrame, top: int, path: str) -> list[str]:
+    """``neurontrace copies``: :func:`neurontrace.analysis.copy_summary`'s table
+    (``summary``), then the first ``top`` of :func:`neurontrace.analysis.copies`'s
+    transfers (``found``; all for 0)."""
+    if found.height == 0:
+        return [f"{path}: no transfers between host and device found"]
+    shown = (found.head(top) if top else found).with_columns(
+        at=pl.col(S.START_NS) - found.get_column(S.START_NS).min()
+    )
+    return [
+        heading(f"Per op ({found.height:,} transfers)"),
+        table_text(summary, COPY_SUMMARY),
+        "",
+        heading(f"Transfers (first {shown.height:,}; 'at' from the first)"),
+        table_text(shown, TRANSFERS),
+    ]
+
+
+STEPS = (
+    Col("step", "step", count),
+    Col("wall_ns", "wall", duration),
+    Col("busy_ns", "busy", duration),
+    Col("idle_ns", "idle", duration),
+    *(Col(f"{c}_ns", c.replace("_", " "), duration) for c in CAUSES),
+    Col("host_only_ns", "host only", duration),
+    Col("launches", "launches", count),
+)
+
+
+def steps(table: pl.DataFrame, path: str) -> list[str]:
+    """``neurontrace steps``: :func:`neurontrace.analysis.steps`'s table, with a rank
+    column only when there are several ranks."""
+    if table.height == 0:
+        return [f"{path}: no ProfilerStep#N spans (profile with a schedule and call "
+                "prof.step())"]
+    ranks = table.get_column("rank").unique()
+    cols = STEPS if ranks.len() == 1 else (Col("rank", "rank", count), *STEPS)
+    return [table_text(table, cols)]
+
+
+def compare(table: pl.DataFrame, names: Sequence[str]) -> list[str]:
+    """``neurontrace compare``: :func:`neurontrace.analysis.compare`'s long table as one
+    row per metric, a value column per run (``names``, in order) and the ratio to the
+    first."""
+    wide = table.pivot("run", index="metric", values=["value", "ratio"], sort_columns=False)
+    cols = [Col("metric", "", flex=True, right=False)]
+    for i, n in enumerate(names):
+        cols.append(Col(f"value_{n}", n, _metric_value))
+        if i:
+            cols.append(Col(f"ratio_{n}", "x first", ratio))
+    shown = wide.with_columns(
+        pl.struct("metric", pl.col(f"value_{n}")).alias(f"value_{n}") for n in names
+    )
+    return [table_text(shown, cols)]
+
+
+def _metric_value(v: dict[str, object]) -> str:
+    metric, value = v["metric"], next(x for k, x in v.items() if k != "metric")
+    assert isinstance(metric, str)
+    if metric.endswith("_ns") or metric.startswith(OP_PREFIX):
+        return duration(value)
+    if metric.endswith("_bytes"):
+        return nbytes(value)
+    return count(value)
+
+
+# -- report -------------------------------------------------------------------------------
+
+def report_json(r: Report) -> dict[str, Any]:
+    return {
+        "steps": r.steps,
+        "transfers": r.transfers,
+        "host_ops": records(r.host_ops),
+        "device_ops": records(r.device_ops),
+        "tracks": records(r.tracks),
+        "idle": records(r.idle),
+        "largest_gaps": records(r.largest_gaps),
+        "copies": records(r.copies),
+    }
+
+
+_PLURAL = {"launch": "launches", "call": "calls", "copy": "copies"}
+
+
+def _per_step(n: int, steps: int, noun: str, adjective: str = "") -> str:
+    """``3 launches per step`` (or ``7 launches`` without steps); ``1 h2d copy per step``."""
+    v = n / steps if steps else float(n)
+    number = f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"
+    word = noun if v == 1 else _PLURAL[noun]
+    return f"{number} {adjective + ' ' if adjective else ''}{word}" + (" per step" if steps else "")
+
+
+def report(r: Report, name: str) -> list[str]:
+    """``neurontrace report``: a :class:`neurontrace.analysis.Report` in plain words."""
+    out = [heading(name)
+           + (f"  ({r.steps:,} steps)" if r.steps else "  (no ProfilerStep spans)")]
+    out.append("")
+    if r.device_ops.height:
+        out.append(heading("Device time by the op that launched it"))
+        out.extend(_op_lines(r.device_ops, "device time", r.steps, "launch"))
+    else:
+        out.append("No device work in this trace (host only).")
+    out.append("")
+    if r.tracks.height:
+        span = int(r.tracks.get_column("span_ns").sum())
+        idle = int(r.tracks.get_column("idle_ns").sum())
+        share = idle / span if span else 0.0
+        out.append(heading("Device idle time"))
+        out.append(f"  {duration(idle)} idle of {duration(span)} "
+                   f"({percent(share)}) over {r.tracks.height:,} device track(s)")
+        by_cause = [f"{c.replace('_', ' ')} {duration(ns)} ({percent(ns / idle)})"
+                    for c, ns in r.idle.iter_rows()] if idle else []
+        if by_cause:
+            out.append("  by cause: " + ", ".join(by_cause))
+        if r.largest_gaps.height:
+            _rank, track, _start, dur, cause, before, after = r.largest_gaps.row(0)
+            out.append(f"  longest gap: {duration(dur)} on {track}, "
+                       f"{cause.replace('_', ' ')}, after {short(before)}, "
+                       f"before {short(after)}")
+        out.append("")
+    if r.transfers:
+        out.append(heading(f"Copies: {r.transfers:,} transfer(s) between host and device"))
+        for op, direction, n, size, _dur, tiny in r.copies.iter_rows():
+            small = (", all tiny (<= 64 B: scalars living on the host?)" if tiny == n
+                     else f", {tiny:,} tiny" if tiny else "")
+            out.append(f"  {short(op)}: {_per_step(n, r.steps, 'copy', direction or '')}, "
+                       f"{nbytes(size)}{small}")
+    else:
+        out.append("No copies between host and device.")
+    out.append("")
+    if r.host_ops.height:
+        out.append(heading("Host time by op (self CPU, as key_averages)"))
+        out.extend(_op_lines(r.host_ops, "host self time", r.steps, "call"))
+    return out
+
+
+def _op_lines(table: pl.DataFrame, of: str, steps: int, unit: str) -> list[str]:
+    """"aten::mul: 49.5% of device time, 3 launches per step" per row of an op table."""
+    return [f"  {short(name)}: {percent(share)} of {of}, " + _per_step(calls, steps, unit)
+            for name, calls, _self, _total, share in table.iter_rows()]
+
+
+# -- capture ------------------------------------------------------------------------------
+
+def capture_summary(summaries: Sequence[Summary], label: str = "variant") -> list[str]:
+    """The lines ``neurontrace capture`` ends with: a small fixed-width table, one variant
+    (or rank) a line (the figures of :func:`neurontrace.capture.report.summarise`)."""
+    name_width = max([len(label), *(len(s.name) for s in summaries)])
+    basis = sorted({s.basis for s in summaries if s.basis}) or ["host self time"]
+    lines = [f"{label:<{name_width}}  {'events':>7}  {'step (median)':>13}  "
+             f"top ops by {' / '.join(basis)}"]
+    for s in summaries:
+        if s.skipped is not None:
+            lines.append(f"{s.name:<{name_width}}  SKIPPED: {s.skipped}")
+            continue
+        top = ", ".join(f"{op} {percent(share)}" for op, share in s.top) or "-"
+        step = f"{s.step_ns / 1e6:.3f} ms" if s.step_ns is not None else "-"
+        lines.append(f"{s.name:<{name_width}}  {s.events:>7,}  {step:>13}  {top}")
+    return lines
