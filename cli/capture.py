@@ -107,10 +107,11 @@ def _report(events: list[tuple[str, Path]], skipped: list[tuple[str, str]],
     if not events:
         return
     from neurontrace.capture import report
+    from neurontrace.views import terminal
 
     summaries = [report.summarise(name, path) for name, path in events]
     summaries += [report.Summary(name, skipped=reason) for name, reason in skipped]
-    for line in report.render(summaries, label):
+    for line in terminal.capture_summary(summaries, label):
         click.echo(f"  {line}")
     if len(events) > 1:
         click.echo("compare them:")

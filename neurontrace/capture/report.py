@@ -1,12 +1,18 @@
-"""The few lines a capture ends with: per variant, events, step time and the top ops.
+"""The few lines a capture ends with: per variant (or rank), events, median step time and
+the top ops, with the figures ``neurontrace report`` prints for the same run.
 
-Computed from the converted event tables (so it shows what the analyses will see), and
-self-contained: the full comparison is ``neurontrace compare``, printed after it.
+Nothing here computes a figure of its own: :func:`summarise` takes them from
+:mod:`neurontrace.analysis` on the converted event table, and
+:func:`neurontrace.views.terminal.capture_summary` lays them out:
 
-Op share: where the trace has device events (CUDA kernels, NeuronCore work), each op's
-share of device time, device events counted under the framework op that launched them
-(``framework_row``); otherwise each op's share of self CPU time over ``cpu_op`` events,
-the ``key_averages()`` view.
+- top ops: where the run has device work, :func:`neurontrace.analysis.device_ops` (each
+  op's share of device time, charged to the op that launched it; ``ops --layer device``
+  and the "Device time by the op that launched it" lines of ``report``); otherwise
+  :func:`neurontrace.analysis.host_ops` (share of host self time, the ``key_averages()``
+  view: ``ops`` and the "Host time by op" lines of ``report``);
+- step (median): the median ``wall_ns`` of :func:`neurontrace.analysis.steps`.
+
+The full comparison is ``neurontrace compare``, printed after it.
 """
 
 from __future__ import annotations
@@ -17,72 +23,41 @@ from pathlib import Path
 
 import polars as pl
 
-import neurontrace
-from neurontrace import schema as S
+from neurontrace import analysis
 
-STEP_PREFIX = "ProfilerStep#"
 TOP = 3
+DEVICE, HOST = "device time", "host self time"  # what the shares are of
 
 
 @dataclass
 class Summary:
     name: str
     events: int = 0
-    steps: int = 0
-    step_ns: int | None = None  # median ProfilerStep duration
-    basis: str = ""  # "device time" | "self CPU time"
+    steps: int = 0  # ProfilerStep spans (all ranks)
+    step_ns: int | None = None  # median ProfilerStep wall time
+    basis: str = ""  # DEVICE | HOST
     top: list[tuple[str, float]] = field(default_factory=list)  # (op, share 0-1)
     skipped: str | None = None
 
 
 def summarise(name: str, events: Path, top: int = TOP) -> Summary:
-    lf = neurontrace.scan(events)
-    n = lf.select(pl.len()).collect().item()
-    steps = (lf.filter(pl.col(S.NAME).str.starts_with(STEP_PREFIX)
-                       & (pl.col(S.LAYER) == S.FRAMEWORK))
-             .select(pl.col(S.DUR_NS)).collect()[S.DUR_NS])
-    spans = lf.filter(pl.col(S.KIND) == S.SPAN)
-    device = spans.filter(pl.col(S.LAYER) == S.DEVICE)
-    if device.select(pl.len()).collect().item():
-        ops = lf.select(pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.NAME).alias("op"))
-        timed = (device.join(ops, on=S.FRAMEWORK_ROW, how="left")
-                 .select(pl.col("op").fill_null(pl.col(S.NAME)), pl.col(S.DUR_NS).alias("t")))
-        basis = "device time"
-    else:
-        timed = (spans.filter(pl.col(S.CATEGORY) == "cpu_op")
-                 .select(pl.col(S.NAME).alias("op"), pl.col(S.SELF_NS).alias("t")))
-        basis = "self CPU time"
-    shares = (timed.group_by("op").agg(pl.col("t").sum())
-              .with_columns(share=pl.col("t") / pl.col("t").sum())
-              .sort(["t", "op"], descending=[True, False]).head(top).collect())
+    """The summary of one converted event table (or any path the analyses read)."""
+    lf = analysis.events(events)
+    ops = analysis.device_ops(lf)
+    basis = DEVICE
+    if ops.height == 0:
+        ops, basis = analysis.host_ops(lf), HOST
+    walls = analysis.steps(lf).get_column("wall_ns")
+    median = walls.median() if walls.len() else None
     return Summary(
         name=name,
-        events=n,
-        steps=len(steps),
-        step_ns=int(steps.median()) if len(steps) else None,  # type: ignore[arg-type]
+        events=lf.select(pl.len()).collect().item(),
+        steps=walls.len(),
+        step_ns=int(median) if median is not None else None,  # type: ignore[arg-type]
         basis=basis,
-        top=[(r["op"], float(r["share"])) for r in shares.iter_rows(named=True)],
+        top=[(op, float(share)) for op, share in ops.head(top).select("name", "share").rows()],
     )
 
 
 def compare_command(events: list[Path]) -> str:
     return "neurontrace compare " + " ".join(shlex.quote(str(p)) for p in events)
-
-
-def _ms(ns: int | None) -> str:
-    return f"{ns / 1e6:.3f} ms" if ns is not None else "-"
-
-
-def render(summaries: list[Summary], label: str = "variant") -> list[str]:
-    """A small fixed-width table, one variant (or rank) a line."""
-    width = max([len(label), *(len(s.name) for s in summaries)])
-    basis = sorted({s.basis for s in summaries if s.basis}) or ["self CPU time"]
-    lines = [f"{label:<{width}}  {'events':>7}  {'step (median)':>13}  "
-             f"top ops by {' / '.join(basis)}"]
-    for s in summaries:
-        if s.skipped is not None:
-            lines.append(f"{s.name:<{width}}  SKIPPED: {s.skipped}")
-            continue
-        top = ", ".join(f"{op} {share:.1%}" for op, share in s.top) or "-"
-        lines.append(f"{s.name:<{width}}  {s.events:>7,}  {_ms(s.step_ns):>13}  {top}")
-    return lines
