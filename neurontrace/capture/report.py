@@ -26,7 +26,7 @@ import polars as pl
 from neurontrace import analysis
 
 TOP = 3
-DEVICE, HOST = "device time", "host self time"  # what the shares are of
+DEVICE, HOST = "device time", "self CPU time"  # what the shares are of (as key_averages)
 
 
 @dataclass

@@ -421,7 +421,7 @@ def capture_summary(summaries: Sequence[Summary], label: str = "variant") -> lis
     """The lines ``neurontrace capture`` ends with: a small fixed-width table, one variant
     (or rank) a line (the figures of :func:`neurontrace.capture.report.summarise`)."""
     name_width = max([len(label), *(len(s.name) for s in summaries)])
-    basis = sorted({s.basis for s in summaries if s.basis}) or ["host self time"]
+    basis = sorted({s.basis for s in summaries if s.basis}) or ["self CPU time"]
     lines = [f"{label:<{name_width}}  {'events':>7}  {'step (median)':>13}  "
              f"top ops by {' / '.join(basis)}"]
     for s in summaries:

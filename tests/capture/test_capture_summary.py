@@ -76,7 +76,7 @@ def test_cuda_naive_mul_has_85_2_percent_of_device_time_and_no_annotation_is_ran
 def test_cpu_compiled_shares_are_of_host_self_time_as_report_says(tmp_path: Path) -> None:
     got = report.summarise("compiled", captured("cpu", "compiled", tmp_path))
     shares = dict(got.top)
-    assert got.basis == "host self time"
+    assert got.basis == "self CPU time"  # the host view: key_averages' Self CPU
     region = next(op for op in shares if op.startswith("Torch-Compiled Region"))
     said = cli_json("report", str(CAPTURES / "cpu" / "compiled" / "trace.json.gz"))
     assert shares[region] == pytest.approx(
