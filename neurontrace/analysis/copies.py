@@ -3,11 +3,11 @@
 A **transfer** is data moved between host and device (or between devices), seen as one
 or more events of the runtime and device layers (:func:`.vocab.is_copy`): the rows the
 readers gave a ``direction`` (device transfers, and the runtime calls that request one)
-and the runtime calls that copy (role ``transfer``) even where they do not say which way.
-E.g. a CUDA copy call and its device copy on a stream; a Neuron tensor write and the
-device buffer copy under it. Events are one
-transfer when they share a ``correlation`` or a flow arrow, or when one is nested in
-another on its track; the transfer is reported once::
+and the runtime calls that copy (role ``transfer``) even where they do not say which
+way; a device memset (a transfer without a direction) is not a copy. E.g. a CUDA copy
+call and its device copy on a stream; a Neuron tensor write and the device buffer copy
+under it. Events are one transfer when they share a ``correlation`` or a flow arrow, or
+when one is nested in another on its track; the transfer is reported once::
 
     framework  |------------------ aten::add ------------------|     op  = aten::add
                   |--------- aten::_to_copy ---------|
@@ -21,7 +21,7 @@ another on its track; the transfer is reported once::
   :data:`.vocab.TINY_BYTES` bytes (a scalar, such as an ``eps`` that lives on the host
   and is copied before every use); null when no event gives a size;
 - ``direction``: ``h2d``, ``d2h``, ``d2d`` or ``p2p``: the events' ``direction``, the
-  device side's first;
+  device side's first; null when none says (a copy call alone, its kind not recorded);
 - ``via``: the framework op the transfer's events are linked to (``framework_row``):
   the innermost op that made it; ``op``: the outermost framework operator above
   ``via`` on its thread, the call the user wrote (``aten::add``, not the
