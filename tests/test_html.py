@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import struct
 import subprocess
 import tempfile
-import zlib
 from pathlib import Path
 
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 
 from neurontrace import analysis
 from neurontrace import schema as S
@@ -104,42 +103,9 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _png_pixels(path: Path) -> list[tuple[int, ...]]:
-    """Pixels of an 8-bit RGB/RGBA, non-interlaced PNG (what Chromium writes)."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, w = 8, b"", 0
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            w, h, depth, colour, _c, _f, interlace = struct.unpack(">IIBBBBB", body)
-            assert depth == 8 and colour in (2, 6) and not interlace
-            bpp = 3 if colour == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    raw = zlib.decompress(idat)
-    stride = w * bpp
-    prev = bytearray(stride)
-    pixels: list[tuple[int, ...]] = []
-    for y in range(h):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        pixels.extend(tuple(line[i:i + 3]) for i in range(0, stride, bpp))
-        prev = line
-    return pixels
+    """The RGB pixels of a PNG, row by row."""
+    with Image.open(path) as img:
+        return list(img.convert("RGB").getdata())
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get "
