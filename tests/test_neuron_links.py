@@ -15,7 +15,7 @@ from neurontrace.assemble import assemble
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events
-from neurontrace.readers.neuron_clock import place
+from neurontrace.readers.neuron.clock import place
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "neuron"
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import neurontrace
 from neurontrace import schema as S
 from neurontrace.cli.main import cli
-from neurontrace.readers.neuron_raw import pair_neff
+from neurontrace.readers.neuron.raw import pair_neff
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "neuron"
 RUN = FIX / "run_two_ranks"

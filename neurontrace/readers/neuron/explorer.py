@@ -12,7 +12,7 @@ Rows (see formats.md §3 for every field):
   (``neuron:<id>``), which the assembler uses to link framework -> runtime -> hardware.
 - ``Instruction``, ``DmaPacket``, ``ActiveTime``: device rows on tracks per NeuronCore
   and engine or queue, moved from the device timeline to host time (see
-  :mod:`.neuron_clock`).
+  :mod:`.clock`).
 - ``Metadata``, ``SchemaFields``, ``Summary``, ``ExecutionInfo``,
   ``SystemProfileMetadata``, ``DeviceProfileList``: kept whole in the output's
   ``neurontrace.trace`` metadata under ``neuron.tables``.
@@ -37,7 +37,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, one_line, shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress
-from neurontrace.readers.neuron_clock import Placement, place
+from neurontrace.readers.neuron.clock import Placement, place
 
 SYSTEM = "SystemProfileEvents"
 DEVICE_TABLES = ("Instruction", "DmaPacket", "ActiveTime")

@@ -26,7 +26,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, ToolMissing
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress, Source
-from neurontrace.readers.neuron_parquet import ExplorerReader, is_explorer_folder
+from neurontrace.readers.neuron.explorer import ExplorerReader, is_explorer_folder
 
 #: Tools tried, in order (``neuron-profile`` is the name before SDK 2.2x).
 TOOLS = ("neuron-explorer", "neuron-profile")

@@ -11,7 +11,7 @@ Layout (formats.md §2)::
 Each capture folder becomes one source, converted to its own file under
 ``dest/rank=N/``. Its framework trace (Kineto) and its Neuron outputs are read into one
 table: already converted outputs are used as they are; a capture with only raw files is
-converted with ``neuron-explorer`` (see :mod:`.neuron_raw`). When a Kineto framework
+converted with ``neuron-explorer`` (see :mod:`.raw`). When a Kineto framework
 trace is present, framework-source rows of the Neuron outputs are dropped (the same ops
 twice would double every share) and counted as a warning; runtime calls then link to
 the Kineto ops by nesting on the same thread, and hardware rows by flow or execution.
@@ -40,10 +40,10 @@ from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress, Reader, Source, rank_from_name
 from neurontrace.readers.jsonstream import read_head
 from neurontrace.readers.kineto import KinetoReader
-from neurontrace.readers.neuron_device_json import DeviceJsonReader, SummaryJsonReader
-from neurontrace.readers.neuron_json import LiveFetchReader, SystemJsonReader
-from neurontrace.readers.neuron_parquet import ExplorerReader, is_explorer_folder
-from neurontrace.readers.neuron_raw import SYSTEM_TRACE, explorer_output, pair_neff, view_args
+from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
+from neurontrace.readers.neuron.explorer import ExplorerReader, is_explorer_folder
+from neurontrace.readers.neuron.raw import SYSTEM_TRACE, explorer_output, pair_neff, view_args
+from neurontrace.readers.neuron.system_json import LiveFetchReader, SystemJsonReader
 
 PROCESS_DIR = re.compile(r"^(?P<instance>.+)_pid_(?P<pid>\d+)$")
 #: Framework trace names, most preferred first.
