@@ -32,7 +32,7 @@ def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path
            max_events: int, as_json: bool) -> None:
     """Op share, device idle time and copies in PATHS, in plain words.
 
-    e.g. "aten::mul: 49.5% of device time, 3 launches per step". --json prints the
+    e.g. "aten::mul: 85.2% of device time, 3 launches per step". --json prints the
     tables behind the words (a list with several PATHS). --html OUT.html writes the
     same as a page that needs no network.
     """
