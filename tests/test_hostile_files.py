@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import select
 import shutil
 import signal
 import stat
@@ -306,25 +307,59 @@ def test_outputs_get_the_mode_the_umask_gives(work: Path, mask: int, mode: int) 
 # -- class 2: nothing left behind ---------------------------------------------------------
 
 _read_span = spans.read_span
+#: A FIFO on which a worker process writes a byte each time it has read a span.
+SPAN_READ_ENV = "NEURONTRACE_TEST_SPAN_READ"
+#: This process's end of that FIFO (read, and a writer kept open so that it never reads
+#: as closed): set by the ``split`` fixture.
+_span_read: list[int] = []
 
 
 def _worker_first(job: spans.Job, progress: object = None, here: bool = False
                   ) -> spans.Result:
     """read_span; this process waits before its first span until a worker process has
-    handed over narrow columns as a file (the files that were left behind)."""
-    if here:
-        for _ in range(3000):
-            if any(job.spill.parent.glob("*.narrow.arrow")):
-                break
-            time.sleep(0.01)
+    handed over narrow columns as a file (the files that were left behind): it looks
+    each time a worker says on the FIFO that it has read a span, for a minute at most
+    (then it reads, and the test fails for want of a worker's file)."""
+    if not here:
+        result = _read_span(job, progress, here)  # type: ignore[arg-type]
+        _say_span_read(os.environ.get(SPAN_READ_ENV))
+        return result
+    deadline = time.monotonic() + 60
+    while not any(job.spill.parent.glob("*.narrow.arrow")):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select(_span_read[:1], [], [], left)[0]:
+            break
+        os.read(_span_read[0], 1 << 16)
     return _read_span(job, progress, here)  # type: ignore[arg-type]
 
 
+def _say_span_read(fifo: str | None) -> None:
+    """One byte on ``fifo`` when someone reads it (a full FIFO has said it already)."""
+    if fifo is None:
+        return
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # nobody reads it
+        return
+    try:
+        os.write(fd, b".")
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @pytest.fixture
-def split(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+def split(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[list[list[str]]]:
     """Every plain trace is decoded in parallel spans by three processes, the workers
     reading most; the run folder's files when the spans are read are recorded (there
     were files to clean up)."""
+    fifo = tmp_path_factory.mktemp("fifo") / "span-read"
+    os.mkfifo(fifo)
+    ends = [os.open(fifo, os.O_RDONLY | os.O_NONBLOCK), os.open(fifo, os.O_WRONLY)]
+    monkeypatch.setattr(sys.modules[__name__], "_span_read", ends)
+    monkeypatch.setenv(SPAN_READ_ENV, str(fifo))
     monkeypatch.setattr(splitting, "MIN_SPAN", 1)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))  # workers import this
@@ -339,7 +374,9 @@ def split(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         real(ev, path, trace, flows, meta)  # type: ignore[arg-type]
 
     monkeypatch.setattr(spans, "finish", finish)
-    return seen
+    yield seen
+    for fd in ends:
+        os.close(fd)
 
 
 def test_a_parallel_decoded_convert_leaves_no_file_and_nor_does_a_rerun(
@@ -359,19 +396,21 @@ def test_a_parallel_decoded_convert_leaves_no_file_and_nor_does_a_rerun(
     no_temporary(work)
 
 
-#: A convert that stops, once its spill file is written, until a signal comes: it
-#: writes ``argv[1]`` when it gets there (the rest of argv is the command line).
+#: A convert that stops, once its spill file is written, until a signal comes (or its
+#: stdin closes): it writes "spilled" to the file descriptor ``argv[1]`` when it gets
+#: there (the rest of argv is the command line).
 SLOW = """
-import sys, time, pathlib
+import os, sys
 from neurontrace.cli.main import main
 import neurontrace.splitting as splitting
 from neurontrace import spill
-marker = pathlib.Path(sys.argv[1])
+ready = int(sys.argv[1])
 splitting.MIN_SPAN = int(sys.argv[2])
 real = spill.Spill.finish
 def finish(self):
-    marker.write_text("spilled")
-    time.sleep(120)
+    os.write(ready, b"spilled")
+    os.close(ready)
+    sys.stdin.read()
     return real(self)
 spill.Spill.finish = finish
 sys.argv = ["neurontrace", *sys.argv[3:]]
@@ -379,19 +418,26 @@ main()
 """
 
 
-def slow_convert(marker: Path, *args: object, parallel: bool = False
-                 ) -> subprocess.Popen[str]:
-    """:data:`SLOW` started; returns once its spill is written."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SLOW, str(marker), "1" if parallel else str(16 << 20),
-         *map(str, args)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "NEURONTRACE_READ_WORKERS": "3" if parallel else "1"})
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the slow convert never spilled"
-        time.sleep(0.05)
+def slow_convert(*args: object, parallel: bool = False) -> subprocess.Popen[str]:
+    """:data:`SLOW` started; returns once its spill is written (it says so on a pipe;
+    the test fails if it has not within a minute)."""
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SLOW, str(w), "1" if parallel else str(16 << 20),
+             *map(str, args)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, pass_fds=(w,),
+            env={**os.environ, "NEURONTRACE_READ_WORKERS": "3" if parallel else "1"})
+    finally:
+        os.close(w)
+    try:
+        said = os.read(r, 16) if select.select([r], [], [], 60)[0] else b""
+    finally:
+        os.close(r)
+    if said != b"spilled":  # it ended (the pipe closed) or a minute passed
+        proc.kill()
+        pytest.fail(f"the slow convert never spilled: {proc.communicate()}")
     return proc
 
 
@@ -404,9 +450,7 @@ def test_sigterm_mid_convert_leaves_nothing(work: Path) -> None:
     out.mkdir()
     shutil.copy(KINETO / "cuda-launch-chain.json", work / "in" / "t.json")
     before = tree(work)
-    marker = work.parent / f"{work.name}-spilled"
-    proc = slow_convert(marker, "convert", work / "in" / "t.json", out / "t.parquet",
-                        parallel=True)
+    proc = slow_convert("convert", work / "in" / "t.json", out / "t.parquet", parallel=True)
     held = run_folders(out)
     assert len(held) == 1 and any(held[0].rglob("*.spill.arrow"))  # files to clean up
     proc.send_signal(signal.SIGTERM)
@@ -414,18 +458,15 @@ def test_sigterm_mid_convert_leaves_nothing(work: Path) -> None:
     assert proc.returncode == 128 + signal.SIGTERM
     assert stderr.splitlines() == ["neurontrace: terminated (SIGTERM)"]
     assert tree(work) == before
-    marker.unlink()
 
 
 def test_a_killed_runs_temporary_folder_is_removed_by_the_next_run(work: Path) -> None:
     out = work / "out"
     out.mkdir()
     before = tree(work)
-    marker = work.parent / f"{work.name}-spilled"
-    proc = slow_convert(marker, "convert", work / "in" / "t.json", out / "t.parquet")
+    proc = slow_convert("convert", work / "in" / "t.json", out / "t.parquet")
     proc.kill()  # SIGKILL: nothing can clean up
     proc.communicate(timeout=60)
-    marker.unlink()
     assert len(run_folders(out)) == 1 and any(run_folders(out)[0].rglob("*.spill.arrow"))
     r = invoke("convert", work / "in" / "t.json", out / "t.parquet")
     assert r.exit_code == 0, r.output
@@ -435,9 +476,8 @@ def test_a_killed_runs_temporary_folder_is_removed_by_the_next_run(work: Path) -
 def test_a_live_runs_temporary_folder_is_kept(work: Path) -> None:
     out = work / "out"
     out.mkdir()
-    marker = work.parent / f"{work.name}-spilled"
     before = tree(work)
-    proc = slow_convert(marker, "convert", work / "in" / "t.json", out / "slow.parquet")
+    proc = slow_convert("convert", work / "in" / "t.json", out / "slow.parquet")
     try:
         live = run_folders(out)
         assert len(live) == 1
@@ -447,7 +487,6 @@ def test_a_live_runs_temporary_folder_is_kept(work: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
-        marker.unlink()
     assert added(before, tree(work)) == {"out/t.parquet"}
 
 
