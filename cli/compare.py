@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from neurontrace import analysis
+from neurontrace.analysis import ALL
 from neurontrace.cli.options import events, json_option, top_option, verbose_option
 from neurontrace.convert import stem, unique
 from neurontrace.views import terminal as T
@@ -24,8 +25,9 @@ def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
     each run, with each figure's ratio to the first run's (below 1: less than the
     first). --json prints one {metric, run, value, ratio} object per figure and run.
     """
-    runs = {label: events(p) for label, p in zip(labels(paths), paths, strict=True)}
-    table = analysis.compare(runs, top=top or 1_000_000)
+    runs = {label: analysis.measure(events(p))
+            for label, p in zip(labels(paths), paths, strict=True)}
+    table = analysis.compare_results(runs, top=top or ALL)
     if as_json:
         T.emit_json(T.records(table))
         return

@@ -46,7 +46,7 @@ def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path
     runs = analyse(events)
     if html_out is not None:
         page_top = max(top, 10) if top else ALL
-        comparison = analysis.compare(events, top=page_top) if len(runs) > 1 else None
+        comparison = compared(runs, page_top) if len(runs) > 1 else None
         html.write(runs, html_out, comparison, top=page_top, max_events=max_events)
         click.echo(f"{html_out}: report of {len(runs)} run(s)", err=True)
     reports = [cut(run.report, top) for run in runs]
@@ -64,3 +64,11 @@ def analyse(events: Mapping[str, pl.LazyFrame]) -> list[Run]:
     """Each run's :func:`neurontrace.analysis.report`, computed once with every row: the
     terminal and the HTML page both show (a cut of) it."""
     return [Run(name, analysis.report(lf, top=ALL), lf) for name, lf in events.items()]
+
+
+def compared(runs: list[Run], top: int) -> pl.DataFrame:
+    """:func:`neurontrace.analysis.compare_results` of the runs' reports (each computed
+    once, with every row) and their wall time and steps."""
+    return analysis.compare_results(
+        {run.name: analysis.Measured(run.report, *analysis.extent(run.events)) for run in runs},
+        top=top)

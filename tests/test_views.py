@@ -31,9 +31,11 @@ VIEWS = ROOT / "neurontrace" / "views"
 NAIVE = FIXTURES / "capture" / "cuda" / "naive" / "trace.json.gz"
 EPS = FIXTURES / "capture" / "cuda-eps-copy" / "eps_copied" / "trace.json.gz"
 #: What a view may take from the analysis package: names of constants and result types.
-NOT_COMPUTING = {"CAUSES", "OP_PREFIX", "Gaps", "Report"}
+NOT_COMPUTING = {"ALL", "CAUSES", "OP_PREFIX", "Gaps", "Report"}
 ANALYSES = ("report", "gaps", "copies", "copy_summary", "steps", "host_ops", "device_ops",
-            "compare")
+            "compare", "compare_results", "measure", "extent")
+RMS_NORM = FIXTURES / "capture" / "cuda" / "rms_norm" / "trace.json.gz"
+INNER = ("gaps", "copies", "steps", "host_ops", "device_ops")
 
 
 def test_no_view_imports_an_analysis_function() -> None:
@@ -106,7 +108,48 @@ def test_report_html_of_two_runs_computes_each_report_once_and_compares_once(
     assert not [c for c in calls if c[1].startswith("neurontrace.views")]
     from_cli = {c: n for c, n in calls.items() if c[1].startswith("neurontrace.cli")}
     assert from_cli == {("report", "neurontrace.cli.report"): 2,
-                        ("compare", "neurontrace.cli.report"): 1}
+                        ("extent", "neurontrace.cli.report"): 2,
+                        ("compare_results", "neurontrace.cli.report"): 1}
+    per = by_function(calls)
+    for name in INNER:
+        assert per[name] == 2, (name, calls)  # once per run, inside its one report
+    assert per["compare"] == 0
+
+
+def test_compare_computes_each_runs_analyses_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import neurontrace.cli.compare  # noqa: F401
+
+    calls = count_calls(monkeypatch)
+    res = CliRunner().invoke(cli, ["compare", str(NAIVE), str(RMS_NORM), str(EPS), "--json"])
+    assert res.exit_code == 0, res.output
+    per = by_function(calls)
+    assert (per["measure"], per["report"], per["extent"], per["compare_results"]) == (3, 3, 3, 1)
+    for name in INNER:
+        assert per[name] == 3, (name, calls)
+    assert per["compare"] == 0
+    assert {r["metric"] for r in json.loads(res.stdout)} >= {"device_ns", "op:aten::mul"}
+
+
+def test_compare_reads_from_the_report_what_each_analysis_gives() -> None:
+    """The figures compare_results reads from a Report are those the analyses give."""
+    runs = {"naive": analysis.events(NAIVE), "eps": analysis.events(EPS)}
+    table = analysis.compare_results({n: analysis.measure(lf) for n, lf in runs.items()})
+    got = {(m, r): v for m, r, v in table.select("metric", "run", "value").iter_rows()}
+    for name, lf in runs.items():
+        dev, tracks, moved = analysis.device_ops(lf), analysis.gaps(lf).tracks, analysis.copies(lf)
+        expected = {
+            "host_ns": analysis.host_ops(lf).get_column("self_ns").sum(),
+            "device_ns": dev.get_column("self_ns").sum(),
+            "launches": dev.get_column("calls").sum(),
+            "device_busy_ns": tracks.get_column("busy_ns").sum(),
+            "idle_ns": tracks.get_column("idle_ns").sum(),
+            "copies": moved.height, "copy_bytes": moved.get_column("bytes").sum(),
+            "tiny_copies": moved.get_column("tiny").sum(),
+        }
+        assert {m: got[(m, name)] for m in expected} == expected
+        for op, ns in dev.select("name", "self_ns").iter_rows():
+            assert got.get((f"op:{op}", name), ns) == ns
+    assert got[("copies", "eps")] == 5 and got[("op:aten::mul", "naive")] == 236_606
 
 
 def embedded(page: str) -> dict[str, Any]:

@@ -9,13 +9,21 @@
     A.copies(lf)                            # host <-> device transfers
     A.steps(lf)                             # per ProfilerStep: busy / idle / host only
     A.compare({"naive": lf1, "fused": lf2}) # runs side by side
+    A.compare_results({"naive": A.Measured(report, wall_ns, steps), ...})  # from results
 
 None of them prints or writes; the command line renders what they return.
 """
 
 from __future__ import annotations
 
-from neurontrace.analysis.compare import compare
+from neurontrace.analysis.compare import (
+    ALL,
+    Measured,
+    compare,
+    compare_results,
+    extent,
+    measure,
+)
 from neurontrace.analysis.copies import copies, copy_summary
 from neurontrace.analysis.gaps import Gaps, gaps
 from neurontrace.analysis.ops import device_ops, host_ops, ops
@@ -24,15 +32,20 @@ from neurontrace.analysis.source import events
 from neurontrace.analysis.steps import steps
 
 __all__ = [
+    "ALL",
     "Gaps",
+    "Measured",
     "Report",
     "compare",
+    "compare_results",
     "copies",
     "copy_summary",
     "device_ops",
     "events",
+    "extent",
     "gaps",
     "host_ops",
+    "measure",
     "ops",
     "report",
     "steps",

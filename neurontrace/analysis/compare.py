@@ -13,21 +13,24 @@ the first run's (``ratio``; below 1 means less time or fewer events than the fir
 - ``copies``, ``copy_bytes``, ``tiny_copies``: transfers between host and device;
 - ``op:<name>``: for each op among the top ``top`` of any run, its device time (or,
   when no run has device work, its self time on the host).
+
+Every figure but ``wall_ns`` and ``steps`` is read from the run's :class:`.report.Report`
+(:func:`compare_results`), so a caller that has the reports computes nothing twice;
+:func:`compare` computes them from events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import polars as pl
 
 from neurontrace import schema as S
 from neurontrace.analysis import vocab as V
-from neurontrace.analysis.copies import copies
-from neurontrace.analysis.gaps import gaps
 from neurontrace.analysis.ops import NAME as OP_NAME
 from neurontrace.analysis.ops import SELF_NS as OP_SELF_NS
-from neurontrace.analysis.ops import device_ops, host_ops
+from neurontrace.analysis.report import Report, report
 
 METRICS = (
     "wall_ns", "steps", "host_ns", "device_ns", "device_busy_ns", "idle_ns", "launches",
@@ -36,18 +39,59 @@ METRICS = (
 OP_PREFIX = "op:"
 COLUMNS = ("metric", "run", "value", "ratio")
 
+#: ``top`` for "every row": a :func:`.report.report` made with it holds every op, every
+#: copy summary row and every gap, as :class:`Measured` requires.
+ALL = 1_000_000
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One run's computed results, what :func:`compare_results` reads.
+
+    ``report``: :func:`.report.report` made with ``top=ALL`` (every op and copy summary
+    row: a cut table would compare an op missing from it as 0); ``wall_ns`` and
+    ``steps``: :func:`extent`'s.
+    """
+
+    report: Report
+    wall_ns: int
+    steps: int
+
+
+def extent(lf: pl.LazyFrame) -> tuple[int, int]:
+    """``(wall_ns, steps)``: from the first span's start to the last span's end (0 without
+    spans), and the number of framework ``ProfilerStep#N`` spans (over every rank)."""
+    span = lf.filter(V.is_span()).select(
+        first=pl.col(S.START_NS).min(),
+        last=(pl.col(S.START_NS) + pl.col(S.DUR_NS)).max(),
+        steps=pl.col(S.NAME).str.contains(V.PROFILER_STEP_PATTERN)
+        .and_(pl.col(S.LAYER) == S.FRAMEWORK).sum(),
+    ).collect()
+    first, last = span.get_column("first")[0], span.get_column("last")[0]
+    wall = int(last - first) if first is not None else 0
+    return wall, int(span.get_column("steps")[0] or 0)
+
+
+def measure(lf: pl.LazyFrame) -> Measured:
+    """What :func:`compare_results` reads of one run, computed from its events."""
+    wall, steps = extent(lf)
+    return Measured(report(lf, top=ALL), wall, steps)
+
 
 def compare(runs: Mapping[str, pl.LazyFrame], top: int = 5) -> pl.DataFrame:
+    """:func:`compare_results` of each run's events (:func:`measure`)."""
+    return compare_results({label: measure(lf) for label, lf in runs.items()}, top=top)
+
+
+def compare_results(runs: Mapping[str, Measured], top: int = 5) -> pl.DataFrame:
     """Long form: ``metric, run, value, ratio`` (ratio to the first run), runs in order."""
     if not runs:
         raise ValueError("compare needs at least one run")
-    figures: dict[str, dict[str, int]] = {}
-    op_tables: dict[str, pl.DataFrame] = {}
-    host_tables: dict[str, pl.DataFrame] = {}
-    for label, lf in runs.items():
-        figures[label], op_tables[label], host_tables[label] = _figures(lf)
-    use_device = any(t.height for t in op_tables.values())
-    tables = op_tables if use_device else host_tables
+    figures = {label: _figures(m) for label, m in runs.items()}
+    use_device = any(m.report.device_ops.height for m in runs.values())
+    tables = {label: m.report.device_ops if use_device
+              else m.report.host_ops.filter(pl.col(OP_NAME) != V.PROFILER_STEP_ALL)
+              for label, m in runs.items()}
     names: list[str] = []
     for t in tables.values():
         for name in t.get_column(OP_NAME).head(top).to_list():
@@ -71,28 +115,17 @@ def compare(runs: Mapping[str, pl.LazyFrame], top: int = 5) -> pl.DataFrame:
     )
 
 
-def _figures(lf: pl.LazyFrame) -> tuple[dict[str, int], pl.DataFrame, pl.DataFrame]:
-    span = lf.filter(V.is_span()).select(
-        first=pl.col(S.START_NS).min(),
-        last=(pl.col(S.START_NS) + pl.col(S.DUR_NS)).max(),
-        steps=pl.col(S.NAME).str.contains(V.PROFILER_STEP_PATTERN)
-        .and_(pl.col(S.LAYER) == S.FRAMEWORK).sum(),
-    ).collect()
-    host = host_ops(lf)
-    dev = device_ops(lf)
-    idle = gaps(lf).tracks
-    moved = copies(lf)
-    first, last = span.get_column("first")[0], span.get_column("last")[0]
-    f = {
-        "wall_ns": int(last - first) if first is not None else 0,
-        "steps": int(span.get_column("steps")[0] or 0),
-        "host_ns": int(host.get_column(OP_SELF_NS).sum()),
-        "device_ns": int(dev.get_column(OP_SELF_NS).sum()),
-        "device_busy_ns": int(idle.get_column("busy_ns").sum()),
-        "idle_ns": int(idle.get_column("idle_ns").sum()),
-        "launches": int(dev.get_column("calls").sum()),
-        "copies": moved.height,
-        "copy_bytes": int(moved.get_column(S.BYTES).sum()),
-        "tiny_copies": int(moved.get_column("tiny").sum()),
+def _figures(m: Measured) -> dict[str, int]:
+    r = m.report
+    return {
+        "wall_ns": m.wall_ns,
+        "steps": m.steps,
+        "host_ns": int(r.host_ops.get_column(OP_SELF_NS).sum()),
+        "device_ns": int(r.device_ops.get_column(OP_SELF_NS).sum()),
+        "device_busy_ns": int(r.tracks.get_column("busy_ns").sum()),
+        "idle_ns": int(r.tracks.get_column("idle_ns").sum()),
+        "launches": int(r.device_ops.get_column("calls").sum()),
+        "copies": r.transfers,
+        "copy_bytes": int(r.copies.get_column(S.BYTES).sum()),
+        "tiny_copies": int(r.copies.get_column("tiny").sum()),
     }
-    return f, dev, host.filter(pl.col("name") != V.PROFILER_STEP_ALL)

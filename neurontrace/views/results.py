@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from neurontrace.analysis.compare import ALL
 from neurontrace.analysis.report import Report
 
-#: ``top`` for "every row": a report made with it holds every op, every copy summary row
-#: and every gap (``largest_gaps``: all gaps, longest first).
-ALL = 1_000_000
+__all__ = ["ALL", "Run", "cut"]
 
 
 def cut(r: Report, top: int) -> Report:
