@@ -50,15 +50,17 @@ CUDA = "fixtures/capture/cuda"
 #: Path literals of the snippets replaced by a fixture's path.
 SUBSTITUTED = {"trace.json": f"{CUDA}/naive/trace.json.gz"}
 #: Path literals of the snippets (and files the prose's commands name) made, before the
-#: snippet runs, by converting this fixture to that name.
+#: snippet runs, by converting a fixture to that name; a snippet runs once per fixture
+#: given (the Neuron join: on a run folder of two ranks, and on an Explorer capture whose
+#: executions show on two cores with instructions inside).
 CONVERTED = {
-    "run/": "fixtures/neuron/run_two_ranks",
-    "run.parquet": f"{CUDA}/naive/trace.json.gz",
-    "a.parquet": f"{CUDA}/naive/trace.json.gz",
-    "b.parquet": f"{CUDA}/rms_norm/trace.json.gz",
-    "naive.parquet": f"{CUDA}/naive/trace.json.gz",
-    "rms_norm.parquet": f"{CUDA}/rms_norm/trace.json.gz",
-    "compiled.parquet": f"{CUDA}/compiled/trace.json.gz",
+    "run/": ("fixtures/neuron/run_two_ranks", "fixtures/neuron/explorer_rmsnorm_vnc_0"),
+    "run.parquet": (f"{CUDA}/naive/trace.json.gz",),
+    "a.parquet": (f"{CUDA}/naive/trace.json.gz",),
+    "b.parquet": (f"{CUDA}/rms_norm/trace.json.gz",),
+    "naive.parquet": (f"{CUDA}/naive/trace.json.gz",),
+    "rms_norm.parquet": (f"{CUDA}/rms_norm/trace.json.gz",),
+    "compiled.parquet": (f"{CUDA}/compiled/trace.json.gz",),
 }
 #: Path literals of files the snippet writes itself.
 WRITTEN = {"trace.parquet"}
@@ -148,9 +150,9 @@ def cli_json(*args: str) -> Any:
     return json.loads(result.stdout)
 
 
-def convert(work: Path, name: str) -> None:
+def convert(work: Path, name: str, variant: int = 0) -> None:
     if not (work / name).exists():
-        done = sh(work, f"neurontrace convert {CONVERTED[name]} {name}")
+        done = sh(work, f"neurontrace convert {CONVERTED[name][variant]} {name}")
         assert done.returncode == 0, done.stderr
 
 
@@ -177,17 +179,28 @@ def test_the_output_match_fails_on_a_changed_figure_and_skips_only_at_dots() -> 
 # -- Python blocks ------------------------------------------------------------------------
 
 
-def run_python(block: Block, work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run ``block`` after :data:`PRELUDE` with its paths made as above; return its
-    namespace and the value of each expression statement, by its source text."""
+def path_literals(block: Block) -> set[str]:
+    return {node.value for node in ast.walk(ast.parse(block.text))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and PATHLIKE.search(node.value)}
+
+
+def variants(block: Block) -> int:
+    """How many times ``block`` runs: once per fixture :data:`CONVERTED` gives its paths."""
+    return max([len(CONVERTED.get(name, ())) for name in path_literals(block)] + [1])
+
+
+def run_python(block: Block, work: Path,
+               variant: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run ``block`` after :data:`PRELUDE` with its paths made as above (``variant``: which
+    of the fixtures given); return its namespace and the value of each expression
+    statement, by its source text."""
     code = block.text
-    literals = {node.value for node in ast.walk(ast.parse(code))
-                if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                and PATHLIKE.search(node.value)}
+    literals = path_literals(block)
     unknown = literals - set(SUBSTITUTED) - set(CONVERTED) - set(WRITTEN)
     assert not unknown, f"README.md line {block.line}: say in this test what {unknown} is"
     for name in sorted(literals & set(CONVERTED)):
-        convert(work, name)
+        convert(work, name, min(variant, len(CONVERTED[name]) - 1))
     for name, path in SUBSTITUTED.items():
         code = code.replace(json.dumps(name), json.dumps(path))
     ns: dict[str, Any] = {}
@@ -237,6 +250,8 @@ def check_neuron_join(work: Path, ns: dict[str, Any], values: dict[str, Any]) ->
     (device,) = (frame(v) for v in values.values())
     dev = cli_json("ops", "--layer", "device", "--top", "0", "run/")
     assert device.height and device_by_op(device) == {r["name"]: r["self_ns"] for r in dev}
+    launches = dict(device.select("op", "launches").iter_rows())
+    assert launches == {r["name"]: r["calls"] for r in dev}
 
 
 def check_workload(work: Path, ns: dict[str, Any], values: dict[str, Any]) -> None:
@@ -272,11 +287,13 @@ SNIPPET_CHECKS: dict[str, Callable[[Path, dict[str, Any], dict[str, Any]], None]
 }
 
 
-@pytest.mark.parametrize("block", [b for b in RUN if b.lang == "python"], ids=lambda b: b.id)
-def test_every_python_example_runs_and_gives_the_commands_figures(block: Block,
+@pytest.mark.parametrize(("block", "variant"),
+                         [pytest.param(b, v, id=f"{b.id}-{v}") for b in RUN
+                          if b.lang == "python" for v in range(variants(b))])
+def test_every_python_example_runs_and_gives_the_commands_figures(block: Block, variant: int,
                                                                   work: Path) -> None:
     checks = [check for key, check in SNIPPET_CHECKS.items() if key in block.text]
-    ns, values = run_python(block, work)
+    ns, values = run_python(block, work, variant)
     for check in checks:
         check(work, ns, values)
 
