@@ -1,26 +1,32 @@
-"""The derivations of :mod:`neurontrace.assemble` for a trace too large to hold.
+"""The derivations: the columns that relate rows (tracks, nesting, steps, flows, links).
 
-Memory follows the size of a bucket, not of the trace::
+Everything here is format-independent: a reader supplies rows with times, ids and
+categories (their narrow columns, :mod:`neurontrace.spill`), and this module derives the
+columns that relate rows to one another, in one way for every trace: a sweep over time
+buckets. A trace whose narrow columns fit :func:`~neurontrace.spill.memory_rows` is one
+bucket, held in memory; a larger one is cut into buckets of :func:`bucket_rows` rows in
+files, and memory follows the size of a bucket, not of the trace::
 
-    narrow columns (files) --survey--> lanes, ProfilerStep spans, bucket bounds (by start)
-                           --split---> bucket files: the rows that start in each bucket
-    bucket 0, 1, 2, ...    --sweep---> row-range files: lane, parent, depth, self_ns, step
+    narrow columns --survey--> lanes, ProfilerStep spans, bucket bounds (by start)
+                   --split---> buckets: the rows that start in each bucket
+    bucket 0, 1, 2, ...    --sweep---> row ranges: lane, parent, depth, self_ns, step
                                        + flow bindings, runtime/device rows to link
-    row-range files        --write---> the derived columns a batch at a time (:class:`Ranges`)
+    row ranges     --write---> the derived columns a batch at a time (:class:`Ranges`)
 
 Each derivation relates a row to rows that start no later than it, or to a few rows
-kept whole. Nesting: the containers of a span start before it and end after the next
-bucket's first start, so the spans still open at a bucket's end are carried into the
-next, with the child time counted so far (a span's ``self_ns`` is known when it closes).
-Flows: a flow binds to a span starting at its time (same bucket) or the last span on its
-thread started before it, so each thread's last span is carried. Steps: the
-``ProfilerStep`` spans are few and kept whole. Links (``framework_row``) join runtime and
-device rows to framework rows anywhere in the trace: they are computed at the end by
-:mod:`neurontrace.linking`, a row range at a time, from tables with one entry per link
-key (none in a CPU-only trace), so their memory follows the number of keys.
+kept whole. Nesting (:mod:`neurontrace.nesting`): the containers of a span start before
+it and end after the next bucket's first start, so the spans still open at a bucket's
+end are carried into the next, with the child time counted so far (a span's ``self_ns``
+is known when it closes). Flows: a flow binds to a span starting at its time (same
+bucket) or the last span on its thread started before it, so each thread's last span is
+carried. Steps: the ``ProfilerStep`` spans are few and kept whole. Links
+(``framework_row``) join runtime and device rows to framework rows anywhere in the
+trace: they are computed at the end by :mod:`neurontrace.linking`, a row range at a
+time, from tables with one entry per link key (none in a CPU-only trace), so their
+memory follows the number of keys.
 
-The result is the in-memory derivation's, row for row; ``tests/test_sweep.py`` checks
-that on every fixture with buckets of a few rows.
+The result does not depend on the bucket size; ``tests/test_sweep.py`` checks that on
+every fixture with buckets of a few rows.
 """
 
 from __future__ import annotations
@@ -38,32 +44,29 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from neurontrace import schema as S
-from neurontrace.assemble import (
-    DERIVED,
-    flow_ids,
-    flow_pairs,
-    lane_keys,
-    lane_names,
-    step_spans,
-    steps,
-    warn_unbound,
-)
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.linking import COLUMNS, Linker
 from neurontrace.nesting import at_positions, depths, in_order, nearest, parents_in_order
 from neurontrace.readers.base import Events
-from neurontrace.spill import Frames, complete
+from neurontrace.spill import Frames, complete, memory_rows
 
-#: Rows per bucket (and per row range), unless ``$NEURONTRACE_BUCKET_ROWS`` says.
+#: Rows per bucket (and per row range) of a trace past :func:`memory_rows`, unless
+#: ``$NEURONTRACE_BUCKET_ROWS`` says.
 BUCKET_ROWS = "NEURONTRACE_BUCKET_ROWS"
 DEFAULT_BUCKET_ROWS = 250_000
 #: Start times sampled to place the bucket bounds.
 _SAMPLE = 100_000
 
 _I64 = pl.Int64
+#: The narrow columns of a trace without rows.
+_EMPTY = pl.DataFrame(schema={S.START_NS: _I64, S.DUR_NS: _I64, "_step_no": _I64})
 #: What a carried (open) span holds.
 _CARRIED = {"row": _I64, "lane": _I64, "start": _I64, "dur": _I64, S.STEP: pl.Int32,
             "fw": pl.Boolean, S.EXTERNAL_ID: _I64, "covered": _I64, "old": pl.Boolean}
+#: The output columns derived here, in schema order (the others are the reader's, or
+#: ``row`` and ``rank``, made when writing).
+DERIVED = tuple(c.name for c in S.COLUMNS if c.name in (
+    S.TRACK, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK, S.STEP))
 
 
 def bucket_rows() -> int:
@@ -72,27 +75,36 @@ def bucket_rows() -> int:
 
 
 def derive(narrow: Frames, ev: Events, diag: Diagnostics, workdir: Path | None) -> Ranges:
-    """The derived columns of every row of ``narrow``, in files under ``workdir``."""
+    """The derived columns of every row of ``narrow``: one bucket in memory when its
+    rows fit :func:`memory_rows`, else buckets in files under ``workdir``."""
+    if narrow.rows <= memory_rows():
+        return _Sweep(narrow, ev, diag, None, max(narrow.rows, 1)).run()
     folder = Path(tempfile.mkdtemp(prefix=".neurontrace-sweep-", dir=workdir))
     try:
-        return _Sweep(narrow, ev, diag, folder).run()
+        return _Sweep(narrow, ev, diag, folder, bucket_rows()).run()
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
 
 
-class _Files:
-    """Arrow IPC stream files in ``folder``, one per key, each appended a frame at a time."""
+class _Parts:
+    """Frames by key (a bucket, a row range), each appended a frame at a time: Arrow IPC
+    stream files in ``folder``, one per key, or (``folder`` None) frames in memory."""
 
-    def __init__(self, folder: Path, stem: str) -> None:
+    def __init__(self, folder: Path | None, stem: str) -> None:
         self.folder = folder
         self.stem = stem
         self._open: dict[int, tuple[pa.OSFile, pa.ipc.RecordBatchStreamWriter]] = {}
+        self._held: dict[int, list[pl.DataFrame]] = {}
 
     def path(self, key: int) -> Path:
+        assert self.folder is not None
         return self.folder / f"{self.stem}-{key}.arrow"
 
     def write(self, key: int, frame: pl.DataFrame) -> None:
+        if self.folder is None:
+            self._held.setdefault(key, []).append(frame)
+            return
         table = frame.to_arrow()
         out = self._open.get(key)
         if out is None:
@@ -107,6 +119,11 @@ class _Files:
             sink.close()
 
     def read(self, key: int) -> pl.DataFrame | None:
+        if self.folder is None:
+            held = self._held.get(key)
+            if held is None:
+                return None
+            return held[0] if len(held) == 1 else pl.concat(held)
         path = self.path(key)
         if not path.exists():
             return None
@@ -116,28 +133,34 @@ class _Files:
         return frame
 
     def remove(self, key: int) -> None:
-        self.path(key).unlink(missing_ok=True)
+        if self.folder is None:
+            self._held.pop(key, None)
+        else:
+            self.path(key).unlink(missing_ok=True)
 
 
 class _Sweep:
-    def __init__(self, narrow: Frames, ev: Events, diag: Diagnostics, folder: Path) -> None:
+    def __init__(self, narrow: Frames, ev: Events, diag: Diagnostics, folder: Path | None,
+                 size: int) -> None:
         self.narrow = narrow
         self.ev = ev
         self.diag = diag
-        self.folder = folder
-        self.size = bucket_rows()
-        self.buckets = _Files(folder, "bucket")  # rows by start time
-        self.flows = _Files(folder, "flows")  # flow events by time
+        self.folder = folder  # None: one bucket, in memory
+        self.size = size  # rows per bucket and per row range
+        self.buckets = _Parts(folder, "bucket")  # rows by start time
+        self.flows = _Parts(folder, "flows")  # flow events by time
         # by row range:
-        self.ranges = _Files(folder, "range")  # lane, nesting, step (every row)
-        self.pairs = _Files(folder, "pairs")  # flow ids bound to rows
-        self.links = _Files(folder, "links")  # runtime and device rows to link
-        self.linked = _Files(folder, "linked")  # framework_row and link of those rows
+        self.ranges = _Parts(folder, "range")  # lane, nesting, step (every row)
+        self.pairs = _Parts(folder, "pairs")  # flow ids bound to rows
+        self.fids = _Parts(folder, "fids")  # flow_ids of the rows with bound flows
+        self.links = _Parts(folder, "links")  # runtime and device rows to link
+        self.linked = _Parts(folder, "linked")  # framework_row and link of those rows
 
     def run(self) -> Ranges:
         self._survey()
         self._split()
         self._sweep()
+        self._flow_ids()
         return Ranges(self, self._link())
 
     # -- pass 1: what is kept whole, and where the buckets start ---------------------
@@ -149,8 +172,7 @@ class _Sweep:
         self.given_flows = False
         self.has_links = False
         offset = 0
-        for f in self.narrow.frames():
-            f = complete(f)
+        for f in self._frames():
             self.keys = lane_keys(f)
             self.given_flows = S.FLOW_IDS in f.columns
             firsts.append(f.select(*self.keys, S.LAYER).unique(
@@ -173,6 +195,15 @@ class _Sweep:
         else:  # equal starts share a bucket: bucket i holds bounds[i-1] <= start < bounds[i]
             self.bounds = np.unique(sample[np.arange(1, n) * len(sample) // n])
 
+    def _frames(self) -> Iterator[pl.DataFrame]:
+        """The narrow frames with every column the derivations read."""
+        empty = True
+        for f in self.narrow.frames():
+            empty = False
+            yield complete(f)
+        if empty:
+            yield complete(_EMPTY)
+
     def _bucket(self, start: pl.Series) -> np.ndarray:
         return np.searchsorted(self.bounds, start.to_numpy(), side="right")
 
@@ -180,8 +211,7 @@ class _Sweep:
     def _split(self) -> None:
         offset = 0
         try:
-            for f in self.narrow.frames():
-                f = complete(f)
+            for f in self._frames():
                 n = f.height
                 f = f.with_columns(pl.Series(S.ROW, np.arange(offset, offset + n), _I64))
                 offset += n
@@ -196,18 +226,26 @@ class _Sweep:
                 ]
                 if self.given_flows:
                     cols.append(S.FLOW_IDS)
-                f = f.select(cols).with_columns(_b=self._bucket(f.get_column(S.START_NS)))
+                f = f.select(cols)
+                if len(self.bounds) == 0:  # one bucket
+                    self.buckets.write(0, f)
+                    continue
+                f = f.with_columns(_b=self._bucket(f.get_column(S.START_NS)))
                 for (b,), part in f.partition_by("_b", as_dict=True).items():
                     self.buckets.write(int(b), part.drop("_b"))
             self._split_flows()
         finally:
             self.buckets.close()
             self.flows.close()
+        self.narrow.discard()  # each row is in its bucket now
 
     def _split_flows(self) -> None:
         """The flow events into files by bucket (of their time); the reader's table of
         them is let go."""
         for fl in self._flow_frames():
+            if len(self.bounds) == 0:  # one bucket
+                self.flows.write(0, fl)
+                continue
             fl = fl.with_columns(_b=self._bucket(fl.get_column("ts_ns")))
             for (b,), part in fl.partition_by("_b", as_dict=True).items():
                 self.flows.write(int(b), part.drop("_b"))
@@ -255,6 +293,20 @@ class _Sweep:
                 files.close()
         warn_unbound(self.diag, missed)
 
+    def _flow_ids(self) -> None:
+        """``row, flow_ids, fw`` of the rows bound to flows, a row range at a time (a
+        row's flows may have been bound in several buckets)."""
+        try:
+            for k in range(self._ranges()):
+                pairs = self.pairs.read(k)
+                if pairs is not None:
+                    self.fids.write(k, pairs.group_by(S.ROW).agg(
+                        pl.col("flow_id").unique().sort().alias(S.FLOW_IDS),
+                        pl.col("fw").first()))
+                    self.pairs.remove(k)
+        finally:
+            self.fids.close()
+
     def _given_schema(self) -> dict[str, pl.DataType]:
         return {S.FLOW_IDS: pl.List(pl.String)} if self.given_flows else {}
 
@@ -300,9 +352,12 @@ class _Sweep:
         self._emit(self.ranges, others)
         return s.with_columns(covered=covered, old=True).filter(keep)
 
-    def _emit(self, files: _Files, out: pl.DataFrame) -> None:
+    def _emit(self, files: _Parts, out: pl.DataFrame) -> None:
         """Append ``out``'s rows to ``files``, each to the file of its row range."""
         if out.height == 0:
+            return
+        if self._ranges() == 1:
+            files.write(0, out)
             return
         part = out.get_column(S.ROW).to_numpy() // self.size
         for (k,), piece in out.with_columns(_k=part).partition_by("_k", as_dict=True).items():
@@ -357,12 +412,12 @@ class _Sweep:
 
     def _add_flows(self) -> None:
         """Give the runtime and device rows to link their flow ids (bound by the sweep)."""
-        done = _Files(self.folder, "linkrows")
+        done = _Parts(self.folder, "linkrows")
         try:
             for k in range(self._ranges()):
                 c = self.links.read(k)
                 if c is not None:
-                    done.write(k, _with_flows(c, _computed_flows(self.pairs.read(k))))
+                    done.write(k, _with_flows(c, self.fids.read(k)))
                     self.links.remove(k)
         finally:
             done.close()
@@ -395,24 +450,21 @@ class _Sweep:
                 S.ROW, S.FLOW_IDS) for b in self._each_bucket()]
         bound = []
         for k in range(self._ranges()):
-            pairs = self.pairs.read(k)
-            if pairs is not None:
-                bound.append(flow_ids(pairs.filter("fw")))
+            fids = self.fids.read(k)
+            if fids is not None:
+                bound.append(fids.filter("fw").select(S.ROW, S.FLOW_IDS))
         schema: dict[str, Any] = {S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)}
         mine = pl.concat(given) if given else pl.DataFrame(schema=schema)
         theirs = pl.concat(bound) if bound else pl.DataFrame(schema=schema)
         return pl.concat([mine, theirs.join(mine, on=S.ROW, how="anti")])
 
 
-def _computed_flows(pairs: pl.DataFrame | None) -> pl.DataFrame:
-    if pairs is None:
-        return pl.DataFrame(schema={S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)})
-    return flow_ids(pairs)
-
-
-def _with_flows(df: pl.DataFrame, computed: pl.DataFrame) -> pl.DataFrame:
-    """``flow_ids`` of ``df``'s rows: the reader's where it gives them, else the computed."""
-    df = df.join(computed.rename({S.FLOW_IDS: "_fids"}), on=S.ROW, how="left",
+def _with_flows(df: pl.DataFrame, computed: pl.DataFrame | None) -> pl.DataFrame:
+    """``flow_ids`` of ``df``'s rows: the reader's where it gives them, else the computed
+    (``row, flow_ids``; None: none)."""
+    if computed is None:
+        computed = pl.DataFrame(schema={S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)})
+    df = df.join(computed.select(S.ROW, _fids=S.FLOW_IDS), on=S.ROW, how="left",
                  maintain_order="left")
     given = pl.col(S.FLOW_IDS) if S.FLOW_IDS in df.columns else pl.lit(None, pl.List(pl.String))
     return df.with_columns(pl.coalesce(given, "_fids").alias(S.FLOW_IDS)).drop("_fids")
@@ -429,7 +481,7 @@ class Ranges:
 
     def __init__(self, sweep: _Sweep, launch_steps: pl.DataFrame) -> None:
         self.folder = sweep.folder
-        self.files = (sweep.ranges, sweep.pairs, sweep.linked)
+        self.files = (sweep.ranges, sweep.fids, sweep.linked)
         self.height = sweep.narrow.rows
         self.size = sweep.size
         self.names = sweep.names
@@ -440,13 +492,13 @@ class Ranges:
     def _range(self, k: int) -> pl.DataFrame:
         if self._cached is not None and self._cached[0] == k:
             return self._cached[1]
-        ranges, pairs, linked = self.files
+        ranges, fids, linked = self.files
         base = ranges.read(k)
         assert base is not None
         base = base.sort(S.ROW)
         want = min(self.size, self.height - k * self.size)
         assert base.height == want, f"range {k}: {base.height} rows, not {want}"
-        base = _with_flows(base, _computed_flows(pairs.read(k)))
+        base = _with_flows(base, fids.read(k))
         links = linked.read(k)
         if links is None:
             links = pl.DataFrame(schema={S.ROW: _I64, S.LAYER: pl.String,
@@ -469,8 +521,138 @@ class Ranges:
             lo = max(offset, k * self.size) - k * self.size
             hi = min(end, (k + 1) * self.size) - k * self.size
             parts.append(self._range(k).slice(lo, hi - lo))
-        return pl.concat(parts) if parts else self._range(0).clear()
+        if parts:
+            return pl.concat(parts)
+        return pl.DataFrame(schema={  # no rows
+            S.TRACK: pl.Categorical, S.SELF_NS: _I64, S.PARENT: _I64, S.DEPTH: pl.Int32,
+            S.FLOW_IDS: pl.List(pl.String), S.FRAMEWORK_ROW: _I64, S.LINK: pl.String,
+            S.STEP: pl.Int32}).select(DERIVED)
 
     def close(self) -> None:
         self._cached = None
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# -- the derivations of a bucket -----------------------------------------------------
+def lane_keys(df: pl.DataFrame) -> list[str]:
+    """The columns whose values make a lane."""
+    keys = [S.PID, S.TID, S.PID_LABEL, S.TID_LABEL]
+    return [*keys, S.TRACK] if S.TRACK in df.columns else keys
+
+
+def lane_names(lanes: pl.DataFrame, ev: Events) -> pl.Series:
+    """The readable name of each lane: ``lanes`` has the keys and the layer of each
+    lane's first row, in lane order."""
+    keys = lane_keys(lanes)
+    given = (lanes.get_column(S.TRACK).cast(pl.String).to_list() if S.TRACK in keys
+             else [None] * lanes.height)
+    return pl.Series(S.TRACK, [
+        track if track is not None else _track_name(pid, tid, pl_, tl, layer, ev)
+        for (pid, tid, pl_, tl, layer), track in zip(
+            lanes.select(*keys[:4], S.LAYER).iter_rows(), given, strict=True)
+    ], pl.String).cast(pl.Categorical)
+
+
+def _track_name(pid: Any, tid: Any, pid_label: Any, tid_label: Any, layer: str, ev: Events) -> str:
+    p = pid if pid is not None else pid_label
+    t = tid if tid is not None else tid_label
+    thread = ev.thread_names.get((p, t))
+    process = ev.process_names.get(p)
+    if layer == S.DEVICE:
+        lane = thread or f"stream {t}"
+        owner = process if process and process != "CPU" else f"device {p}"
+        return f"{owner} / {lane}"
+    if thread:
+        return thread
+    if isinstance(p, str) or isinstance(t, str):
+        return f"{p or '(empty)'} / {t or '(empty)'}"
+    return f"thread {t}"
+
+
+def step_spans(df: pl.DataFrame) -> pl.DataFrame:
+    """The ``ProfilerStep#N`` spans of ``df``: ``s_start``, ``s_end``, ``step``."""
+    return (
+        df.filter(
+            (pl.col(S.KIND) == S.SPAN)
+            & (pl.col(S.LAYER) == S.FRAMEWORK)
+            & pl.col("_step_no").is_not_null()
+        )
+        .select(
+            s_start=S.START_NS,
+            s_end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
+            step="_step_no",
+        )
+    )
+
+
+def steps(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """``step``: N of the ProfilerStep#N span whose time range holds the event's start
+    (device rows are then given their launching op's step, see :class:`Ranges`);
+    ``spans`` are the ProfilerStep spans (:func:`step_spans`)."""
+    spans = spans.sort("s_start")
+    if spans.height == 0:
+        return df.select(S.ROW, pl.lit(None, _I64).alias(S.STEP))
+    order = df.select(S.ROW, S.START_NS).sort(S.START_NS)
+    hit = order.join_asof(spans, left_on=S.START_NS, right_on="s_start", strategy="backward")
+    hit = hit.select(
+        S.ROW,
+        pl.when(pl.col(S.START_NS) < pl.col("s_end")).then(pl.col("step")).alias(S.STEP),
+    )
+    return hit
+
+
+def warn_unbound(diag: Diagnostics, missed: int) -> None:
+    if missed:
+        diag.warn(
+            "unbound_flow",
+            f"{missed} flow event(s) fall in no span on their thread; their link is "
+            "kept only where the other end binds",
+            missed,
+        )
+
+
+def flow_pairs(spans: pl.LazyFrame, fl: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The span (``row``) each flow event of ``fl`` binds to, and how many bind to none.
+
+    ``spans`` (row, pid, tid, start_ns, dur_ns) must hold every span that starts at a
+    flow's time on its thread and, per thread, the last span starting before each flow.
+    """
+    # Exact start match first (Kineto places a flow at its slice's start), else the
+    # innermost span on that thread open at the flow's time. Only the spans that can
+    # match are taken out of the frame (semi joins: memory follows the flows, not rows).
+    at = fl.select(S.PID, S.TID, pl.col("ts_ns").alias(S.START_NS)).unique()
+    starting = spans.join(at.lazy(), on=[S.PID, S.TID, S.START_NS], how="semi").select(
+        S.ROW, S.PID, S.TID, ts_ns=S.START_NS
+    ).collect()
+    exact = fl.join(starting, on=[S.PID, S.TID, "ts_ns"], how="left").group_by(
+        ["flow_id", "phase", S.PID, S.TID, "ts_ns"], maintain_order=True
+    ).agg(pl.col(S.ROW).max())
+    unbound = exact.filter(pl.col(S.ROW).is_null()).drop(S.ROW)
+    bound = exact.filter(pl.col(S.ROW).is_not_null())
+    if unbound.height:
+        threads = unbound.select(S.PID, S.TID).unique().lazy()
+        on_threads = (
+            spans.join(threads, on=[S.PID, S.TID], how="semi")
+            .select(S.ROW, S.PID, S.TID, S.START_NS, end=pl.col(S.START_NS) + pl.col(S.DUR_NS))
+            .sort(S.START_NS)
+            .collect()
+        )
+        cand = (
+            unbound.sort("ts_ns")
+            .join_asof(
+                on_threads,
+                left_on="ts_ns",
+                right_on=S.START_NS,
+                by=[S.PID, S.TID],
+                strategy="backward",
+                check_sortedness=False,
+            )
+            .filter(pl.col("end") > pl.col("ts_ns"))
+            .select(bound.columns)
+        )
+        missed = unbound.height - cand.height
+        bound = pl.concat([bound, cand])
+    else:
+        missed = 0
+    return bound.select(S.ROW, "flow_id"), missed

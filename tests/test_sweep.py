@@ -1,6 +1,6 @@
-"""A trace too large to hold is derived bucket by bucket, with the in-memory result.
+"""A trace too large to hold is derived bucket by bucket, with the one-bucket result.
 
-``NEURONTRACE_MEMORY_ROWS=1`` sends every trace down the out-of-core path
+``NEURONTRACE_MEMORY_ROWS=1`` puts every trace of more than one row in bucket files
 (:mod:`neurontrace.sweep`); buckets of a few rows make spans stay open across many
 buckets, flows bind to spans of earlier buckets and links join rows far apart.
 """
@@ -39,13 +39,16 @@ def _load(path: Path) -> tuple[pa.Table, Diagnostics]:
 
 @pytest.fixture
 def swept(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every trace takes the out-of-core path; returns the bucket count of each run."""
+    """The bucket count of each sweep in files (a sweep in memory is one bucket)."""
     counts: list[int] = []
     survey = sweep._Sweep._survey
 
     def counted(self: Any) -> None:
         survey(self)
-        counts.append(len(self.bounds) + 1)
+        if self.folder is not None:
+            counts.append(len(self.bounds) + 1)
+        else:
+            assert len(self.bounds) == 0
 
     monkeypatch.setattr(sweep._Sweep, "_survey", counted)
     return counts
@@ -68,11 +71,11 @@ def _equal(path: Path, monkeypatch: pytest.MonkeyPatch, bucket: int) -> int:
 
 @pytest.mark.parametrize("name", CASES)
 @pytest.mark.parametrize("bucket", [1, 3, 64])
-def test_buckets_give_the_in_memory_table(name: str, bucket: int, swept: list[int],
+def test_buckets_give_the_one_bucket_table(name: str, bucket: int, swept: list[int],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     path = FIXTURES / name
     rows = _equal(path, monkeypatch, bucket)
-    assert len(swept) == (rows > 1)  # the out-of-core path was taken (past one row)
+    assert len(swept) == (rows > 1)  # swept in files (past one row)
     if bucket == 1 and rows >= 4:
         assert swept[0] > 1
 
@@ -105,11 +108,8 @@ def test_narrow_columns_go_to_disk_past_the_limit(tmp_path: Path,
     assert len(files) == 1 and files[0].exists()
     assert narrow.rows == table.num_rows
     assert sum(f.height for f in narrow.frames()) == table.num_rows
-    held = narrow.in_memory()  # few enough to derive in memory: read back
-    assert held is not None
-    assert held.get_column(S.START_NS).to_list() == table.column(S.START_NS).to_pylist()
-    monkeypatch.setenv(spill.MEMORY_ROWS, str(table.num_rows - 1))
-    assert narrow.in_memory() is None  # too many: swept out of core
+    starts = [x for f in narrow.frames() for x in f.get_column(S.START_NS).to_list()]
+    assert starts == table.column(S.START_NS).to_pylist()
     narrow.discard()
     assert not files[0].exists()
 
