@@ -526,3 +526,49 @@ def test_the_lexer_agrees_with_a_byte_by_byte_scan(piece: int) -> None:
         for _, _, before, after, outside in lexer.feed(text[i:i + piece]):
             got.extend(zip(before.tolist(), after.tolist(), outside.tolist(), strict=True))
     assert got == _lexed_byte_by_byte(text)
+
+
+# -- a decoder's failure told apart without reading its message -------------------------
+
+
+def test_a_quirk_in_the_chunk_where_the_array_closes_before_an_object_is_repaired() -> None:
+    """The array's ']' and a '},' after it (an object in a later field) in the chunk of
+    a control character: the chunk is cut at the ']' and repaired, not refused."""
+    event = b'{"ph":"X","cat":"cpu_op","name":"bad\x01name","pid":1,"tid":1,"ts":1,"dur":1}'
+    got = convert(text(event, tail=b', "distributedInfo": {"rank": 0}, "traceName": "x"'))
+    assert got.code == 0, got.err
+    assert column(got.table, "name") == ["bad\x01name"]
+    assert trace_field(got.table)["distributedInfo"] == {"rank": 0}
+
+
+def test_the_decoders_position_is_read_from_its_message_or_not_at_all() -> None:
+    assert jsonstream.decode_error_position(
+        ValueError("JSON is malformed: expected ':' (byte 12)")) == (
+        "JSON is malformed: expected ':'", 12)
+    assert jsonstream.decode_error_position(ValueError("worded otherwise at 12")) == (
+        "worded otherwise at 12", None)
+
+
+#: Cuts that fall inside a string, inside a nested value, at a lone surrogate, in a
+#: chunk with quirks to repair, and before an object after the array.
+AWKWARD = text(
+    *[json.dumps({**EVENT, "name": f"a}},{{b {i}", "args": {"x": {"y": [i, {"z": i}]}}})
+      .encode() for i in range(40)],
+    rb'{"ph":"X","name":"end\ud800","ts":1,"dur":1,"pid":1,"tid":1}',
+    b'{"ph":"X","name":"ctl\x01","ts":1,"dur":1,"pid":NaN,"tid":1}',
+    tail=b', "distributedInfo": {"rank": 0}, "traceName": "x}, {"')
+
+
+@pytest.mark.parametrize("block", [64, 200, 4096])
+def test_cuts_are_found_when_the_decoder_gives_no_position(
+        monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    """Were msgspec's messages worded otherwise (no "(byte N)"), every cut is still told
+    apart by our lexer: the same table, and bad text still refused in one line."""
+    want = convert(AWKWARD)
+    assert want.code == 0, want.err
+    monkeypatch.setattr(jsonstream, "BLOCK", block)
+    assert convert(AWKWARD).table == want.table
+    monkeypatch.setattr(jsonstream, "decode_error_position", lambda err: (str(err), None))
+    assert convert(AWKWARD).table == want.table
+    bad = convert(AWKWARD.replace(b'"name": "a},{b 7"', b'"name": "a},{b 7" "'))
+    assert bad.code == 2 and "invalid JSON in the events starting at byte" in bad.err, bad.err

@@ -720,6 +720,7 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
     if end and view[end - 1] == 0x2C:  # ','
         end -= 1
     view = view[:end]
+    shape: _Shape | None = None  # where the elements end, found when a decode fails
     try:
         try:
             return Decoded(decode(b"".join((b"[", view, b"]"))), view, offset, None)
@@ -731,7 +732,8 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
             err = e
         data = bytes(view)
         if err is not None and not complete:
-            _classify(err, data)
+            shape = _shape(data)
+            _classify(shape, err, data)
         fixed, rep = repair(data)
         bracketed = b"[" + fixed + b"]"
         try:
@@ -746,27 +748,54 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
             f"{path}: the events after byte {offset} are nested too deeply to decode "
             f"(over about {sys.getrecursionlimit()} levels)"
         ) from None
-    at = decode_error_offset(err)
-    if not complete and ("truncated" in str(err) or (at is not None and at >= len(fixed) + 1)):
-        raise Incomplete from None
+    if shape is not None:  # repair keeps every bracket and quote: the same shape
+        try:
+            _classify(_shape(fixed), err, fixed)
+        except ClosedAt:
+            raise ClosedAt(shape.closes) from None  # where it closes in ``data``
+    reason, at = decode_error_position(err)
     where = f"near byte {offset + max(at - 1, 0)}" if at is not None else (
         f"in the events starting at byte {offset}")
-    raise BadInput(f"{path}: invalid JSON {where}: {_reason(err)}") from None
+    raise BadInput(f"{path}: invalid JSON {where}: {reason}") from None
 
 
-def _classify(e: msgspec.DecodeError, data: bytes) -> None:
-    at = decode_error_offset(e)
-    if "truncated" in str(e) and _SURROGATE.search(data, max(0, len(data) - 16)):
-        return  # a lone surrogate escape just before the end reads as truncated: repair
-    if "truncated" in str(e) or (at is not None and at >= len(data) + 1):
-        # The text ran out inside a string, or the ']' we appended closed nothing
-        # (a cut after a nested '}'): not an element boundary.
-        raise Incomplete from None
-    if "trailing characters" in str(e) and at is not None:
-        # '[' + elements + ']' closed early: the array's own ']' is inside data.
-        pos = data.rfind(b"]", 0, at)
-        if pos >= 0:
-            raise ClosedAt(pos) from None
+@dataclass(frozen=True)
+class _Shape:
+    """The structure of some elements of the array, by our lexer (quirks such as bare
+    words, control characters, invalid UTF-8 or lone surrogate escapes change neither
+    strings nor depth): where the array's own ']' closes it (the first byte at which the
+    depth falls below the elements'; -1: nowhere), and whether the text ends inside a
+    string or a nested value."""
+
+    closes: int
+    open_end: bool
+
+
+def _shape(data: bytes) -> _Shape:
+    lexer = _Lexer()
+    for at, _, _, after, _ in lexer.feed(data):
+        below = np.flatnonzero(after < 0)
+        if len(below):
+            return _Shape(at + int(below[0]), False)
+    return _Shape(-1, lexer.in_string or lexer.depth > 0)
+
+
+def _classify(shape: _Shape, err: Exception, data: bytes) -> None:
+    """Why the elements ``data`` (of that ``shape``) failed to decode as ``[data]`` with
+    ``err``, when it is the cut rather than the text: raises :class:`ClosedAt` when the
+    array closes inside them and the decoder stopped after that, :class:`Incomplete`
+    when they end inside a string or nested value and the decoder stopped at their end
+    (or says no position: it ran out); returns when the text itself is at fault (a quirk
+    to repair, or an error to report)."""
+    _, at = decode_error_position(err)
+    stop = None if at is None else at - 1  # the byte of ``data`` it stopped at
+    if stop is None and not _is_utf8(data):
+        return  # perhaps the encoding it refused: asked again once repaired
+    if shape.closes >= 0:
+        if stop is None or stop > shape.closes:
+            raise ClosedAt(shape.closes)
+    elif shape.open_end and (stop is None or stop >= len(data)):
+        raise Incomplete
 
 
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
@@ -850,10 +879,6 @@ class ClosedAt(Exception):
 
     def __init__(self, pos: int) -> None:
         self.pos = pos
-
-
-def _reason(e: Exception) -> str:
-    return re.sub(r"\s*\(byte \d+\)", "", str(e))
 
 
 # -- repair ---------------------------------------------------------------------------
@@ -969,6 +994,18 @@ def repair(data: bytes) -> tuple[bytes, Repairs]:
     return _TOKEN.sub(fix, data), rep
 
 
-def decode_error_offset(err: Exception) -> int | None:
-    m = re.search(r"\(byte (\d+)\)", str(err))
-    return int(m.group(1)) if m else None
+_AT_BYTE = re.compile(r"\s*\(byte (\d+)\)")
+
+
+def decode_error_position(err: Exception) -> tuple[str, int | None]:
+    """(What ``err``, a decoder's error, says without its position; that position, a
+    byte offset in the text it decoded, or None when it gives none).
+
+    msgspec gives the position only in its message ("... (byte 42)"), so this is the
+    one place that reads a decoder's message; worded otherwise, the message is kept
+    whole and the error has no position (callers then name the chunk's start)."""
+    text = str(err)
+    m = _AT_BYTE.search(text)
+    if m is None:
+        return text, None
+    return (text[:m.start()] + text[m.end():]).strip(), int(m.group(1))
