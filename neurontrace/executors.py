@@ -142,8 +142,8 @@ _started_lock = threading.Lock()
 def prestart(module: str, n: int, env: dict[str, str] | None = None) -> None:
     """Start ``n`` worker processes for functions of ``module`` now, for a
     :class:`Processes` run with the same ``env`` to take over instead of starting its
-    own: a worker takes a quarter to half a second to start, which the caller can spend
-    importing. Their environment is this process's as it is now, with ``env`` added.
+    own: the caller spends the time a worker takes to start (its imports) importing.
+    Their environment is this process's as it is now, with ``env`` added.
     Workers never taken end when this process does."""
     extra = dict(env or {})
     with _started_lock:

@@ -285,13 +285,12 @@ class Spill:
 def read_batches(path: Path) -> Iterator[pa.RecordBatch]:
     """The batches of an Arrow IPC stream file, mapped rather than read.
 
-    Reading would copy every batch into new memory, which the system must zero first:
-    on the 300 MB benchmark trace the Parquet write took about 0.6 s that way, 0.35 s
-    mapped. A mapping reads the file's pages where they are, in the page cache. They
-    would stay resident while mapped, so the pages before the batch just handed out are
-    dropped (``MADV_DONTNEED``, where there is one: a file's pages are read again from the
-    cache if touched again, so this never changes what a batch holds, only what stays
-    resident).
+    A mapping reads the file's pages where they are, in the page cache (reading would
+    copy every batch into new memory, which the system must zero first: see
+    ``bench/README.md``). They would stay resident while mapped, so the pages before the
+    batch just handed out are dropped (``MADV_DONTNEED``, where there is one: a file's
+    pages are read again from the cache if touched again, so this never changes what a
+    batch holds, only what stays resident).
     """
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:

@@ -3,8 +3,8 @@
 The decoding itself is :mod:`neurontrace.readers.kineto.spans`; this module only decides
 which files are split, for how many processes, and where to aim the cuts. It imports
 neither Arrow nor Polars, so that the command line can start the worker processes
-(:func:`start_workers`) before it spends a quarter of a second importing them itself:
-the workers then import in parallel and are ready when the first span is.
+(:func:`start_workers`) before it imports them itself: the workers then import in
+parallel and are ready when the first span is.
 """
 
 from __future__ import annotations

@@ -210,6 +210,7 @@ class _Sweep:
     # -- pass 2: the rows into bucket files, by start time -----------------------------
     def _split(self) -> None:
         offset = 0
+        text = pl.String if self.folder is not None else pl.Categorical
         try:
             for f in self._frames():
                 n = f.height
@@ -220,7 +221,9 @@ class _Sweep:
                 cols = [
                     S.ROW, "lane", (pl.col(S.KIND) == S.SPAN).alias("span"),
                     (pl.col(S.LAYER) == S.FRAMEWORK).alias("fw"),
-                    pl.col(S.LAYER, S.CATEGORY, S.EXECUTION).cast(pl.String),
+                    # as text in files (each file has its own dictionary); in memory
+                    # the categories are kept (a code per row, not the text)
+                    pl.col(S.LAYER, S.CATEGORY, S.EXECUTION).cast(text),
                     S.START_NS, S.DUR_NS, S.PID, S.TID, S.EXTERNAL_ID, S.CORRELATION,
                     S.DEVICE_COL,
                 ]
@@ -272,8 +275,9 @@ class _Sweep:
                 if df is None:
                     df = self._empty_bucket()
                 st = steps(df.select(S.ROW, S.START_NS), self.step_spans)
-                df = df.join(st.select(S.ROW, pl.col(S.STEP).cast(pl.Int32)), on=S.ROW,
-                             how="left")
+                # a bucket's rows are in row order: a column beside them, not a join
+                # (which would copy the bucket)
+                df = df.with_columns(st.sort(S.ROW).get_column(S.STEP).cast(pl.Int32))
                 nxt = int(self.bounds[b]) if b < len(self.bounds) else None
                 carried = self._nest(df, carried, nxt)
                 spans = pl.concat([last, df.filter("span").select(
@@ -500,6 +504,9 @@ class Ranges:
         assert base.height == want, f"range {k}: {base.height} rows, not {want}"
         base = _with_flows(base, fids.read(k))
         links = linked.read(k)
+        if self.folder is None:  # held in memory and read once, in order: let them go
+            for parts in self.files:
+                parts.remove(k)
         if links is None:
             links = pl.DataFrame(schema={S.ROW: _I64, S.LAYER: pl.String,
                                          S.FRAMEWORK_ROW: _I64, S.LINK: pl.String})
