@@ -126,8 +126,8 @@ def matching(fs: pafs.FileSystem, path: str, want: dict[str, Any]) -> dict[bytes
     except (pa.ArrowInvalid, OSError):
         return None
     try:
-        sources = json.loads(meta.get(b"neurontrace.source", b"[]"))
-        options = json.loads(meta.get(b"neurontrace.options", b"null"))
+        sources = json.loads(meta.get(S.META_SOURCE, b"[]"))
+        options = json.loads(meta.get(S.META_OPTIONS, b"null"))
     except ValueError:
         return None
     ok = (

@@ -17,13 +17,19 @@ import pyarrow as pa
 #: which compares the whole version string.
 SCHEMA_VERSION = "2"
 
+#: A step's span: ``ProfilerStep#N``, written by torch.profiler's schedule once a step
+#: (``record_function`` in the step's thread); group 1 is N.
+STEP_PATTERN = r"^ProfilerStep#(\d+)$"
+
 # Parquet key-value metadata keys (bytes, as pyarrow wants them).
+META_PREFIX = b"neurontrace."  # every key below starts with it
 META_SCHEMA_VERSION = b"neurontrace.schema_version"
 META_PRODUCER = b"neurontrace.producer"
 META_SOURCE = b"neurontrace.source"  # JSON: [{"path", "format", "sha256"?}, ...]
 META_TRACE = b"neurontrace.trace"  # JSON: the trace's own top-level fields
 META_WARNINGS = b"neurontrace.warnings"  # JSON: {code: count}
 META_CLOCK = b"neurontrace.clock"  # JSON: how times were placed on one clock
+META_OPTIONS = b"neurontrace.options"  # JSON: the conversion's options ({"rank": ...})
 
 # Layers
 FRAMEWORK = "framework"

@@ -32,7 +32,7 @@ def metadata(**fields: Any) -> dict[bytes, bytes]:
         S.META_PRODUCER: f"neurontrace {__version__}".encode(),
     }
     for key, value in fields.items():
-        meta[f"neurontrace.{key}".encode()] = json.dumps(value, default=str).encode()
+        meta[S.META_PREFIX + key.encode()] = json.dumps(value, default=str).encode()
     return meta
 
 
@@ -273,10 +273,10 @@ def file_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     meta = check(Path(path))
     out: dict[str, Any] = {}
     for k, v in meta.items():
-        key = k.decode()
-        if key.startswith("neurontrace."):
+        if k.startswith(S.META_PREFIX):
+            key = k.removeprefix(S.META_PREFIX).decode()
             try:
-                out[key.removeprefix("neurontrace.")] = json.loads(v)
+                out[key] = json.loads(v)
             except ValueError:
-                out[key.removeprefix("neurontrace.")] = v.decode()
+                out[key] = v.decode()
     return out

@@ -64,7 +64,7 @@ def extent(lf: pl.LazyFrame) -> tuple[int, int]:
     span = lf.filter(V.is_span()).select(
         first=pl.col(S.START_NS).min(),
         last=(pl.col(S.START_NS) + pl.col(S.DUR_NS)).max(),
-        steps=pl.col(S.NAME).str.contains(V.PROFILER_STEP_PATTERN)
+        steps=pl.col(S.NAME).str.contains(S.STEP_PATTERN)
         .and_(pl.col(S.LAYER) == S.FRAMEWORK).sum(),
     ).collect()
     first, last = span.get_column("first")[0], span.get_column("last")[0]

@@ -39,7 +39,7 @@ def steps(lf: pl.LazyFrame) -> pl.DataFrame:
         lf.filter(
             (pl.col(S.LAYER) == S.FRAMEWORK)
             & V.is_span()
-            & pl.col(S.NAME).str.contains(V.PROFILER_STEP_PATTERN)
+            & pl.col(S.NAME).str.contains(S.STEP_PATTERN)
         )
         .select(
             pl.col(S.NAME).str.extract(r"(\d+)$").cast(pl.Int64).alias("step"),

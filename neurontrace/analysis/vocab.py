@@ -40,8 +40,8 @@ KEY_AVERAGES_SKIPPED = (
     "aten::_version",
 )
 
-#: ``key_averages()`` shows every ``ProfilerStep#N`` under one name.
-PROFILER_STEP_PATTERN = r"^ProfilerStep#\d+$"
+#: ``key_averages()`` shows every ``ProfilerStep#N`` (:data:`schema.STEP_PATTERN`) under
+#: one name.
 PROFILER_STEP_ALL = "ProfilerStep*"
 
 #: Framework operators that copy a tensor, possibly to another device. Alone they do not
@@ -122,7 +122,7 @@ def op_name() -> pl.Expr:
     """The name ``key_averages()`` shows: every ``ProfilerStep#N`` as ``ProfilerStep*``."""
     name = pl.col(S.NAME)
     return (
-        pl.when(name.str.contains(PROFILER_STEP_PATTERN))
+        pl.when(name.str.contains(S.STEP_PATTERN))
         .then(pl.lit(PROFILER_STEP_ALL))
         .otherwise(name)
     )

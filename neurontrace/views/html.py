@@ -92,7 +92,7 @@ def timeline(lf: pl.LazyFrame, gaps: pl.DataFrame, max_events: int = MAX_EVENTS
     ev = lf.select(S.RANK, S.TRACK, S.LAYER, S.NAME, S.KIND, S.START_NS, S.DUR_NS,
                    S.DEPTH).collect()
     total = ev.height
-    steps = ev.filter(pl.col(S.NAME).str.contains(r"^ProfilerStep#\d+$")
+    steps = ev.filter(pl.col(S.NAME).str.contains(S.STEP_PATTERN)
                       & (pl.col(S.LAYER) == S.FRAMEWORK))
     t0 = int((steps if steps.height else ev).get_column(S.START_NS).min() or 0)  # type: ignore[arg-type]
     after = ev.filter(pl.col(S.START_NS) >= t0)

@@ -59,8 +59,6 @@ COPY_DIRECTIONS: dict[str, str] = {
     "tensor_read": S.D2H,
     "dmem_buf_copyout": S.D2H,
 }
-#: ``ProfilerStep#N`` written by a framework into the system trace: an annotation.
-STEP_PATTERN = r"^ProfilerStep#\d+$"
 
 #: Legacy JSON ``type`` of a framework event (11 is a runtime API event).
 FRAMEWORK_TYPE = 99999
@@ -111,7 +109,7 @@ def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr) -> pl.
             pl.when(name.str.contains(SYNC_CALLS)).then(pl.lit(S.SYNC))
             .when(name.is_in(list(COPY_DIRECTIONS))).then(pl.lit(S.TRANSFER))
             .otherwise(pl.lit(S.RUNTIME_CALL)))
-        .when(name.str.contains(STEP_PATTERN)).then(pl.lit(S.ANNOTATION))
+        .when(name.str.contains(S.STEP_PATTERN)).then(pl.lit(S.ANNOTATION))
         .otherwise(pl.lit(S.OPERATOR))
     )
 
