@@ -653,7 +653,7 @@ def test_a_spill_limit_that_is_not_a_size_is_one_line_exit_2(work: Path) -> None
 # -- class 8: the external converter's cache ---------------------------------------------
 
 STAND_IN = """#!{python}
-import sys
+import sys, time
 from pathlib import Path
 import pyarrow as pa, pyarrow.parquet as pq
 with open({log!r}, "a") as f:
@@ -665,6 +665,8 @@ pq.write_table(pa.table({{"name": ["nrt_execute"], "start_ts": [t0], "duration_n
                           "trace_event_source": ["neuron_rt"], "process_id": [7],
                           "thread_id": [8], "nc_idx": [0]}}), out / "SystemProfileEvents.parquet")
 pq.write_table(pa.table({{"profile_schema_version": ["12.1.0"]}}), out / "Metadata.parquet")
+while "--ingest-only" not in sys.argv:  # like the real one: serves its UI until killed
+    time.sleep(1)
 """
 
 

@@ -70,8 +70,9 @@ def test_ntff_pairs_with_the_neff_sharing_its_numeric_id(tmp_path: Path) -> None
 
 STAND_IN = '''\
 #!{python}
-"""Stand-in for neuron-explorer: checks its arguments, writes a small Explorer folder."""
-import sys
+"""Stand-in for neuron-explorer: checks its arguments, writes a small Explorer folder,
+then, like the real one, serves forever unless given --ingest-only."""
+import sys, time
 from pathlib import Path
 import pyarrow as pa, pyarrow.parquet as pq
 
@@ -86,7 +87,8 @@ if "-n" in args:
     assert args[args.index("-s") + 1].endswith(".ntff"), args
 else:
     assert Path(args[args.index("-d") + 1]).is_dir(), args
-out = data / "profiles" / "global" / "capture_vnc_0@latest"
+name = args[args.index("--display-name") + 1]
+out = data / "profiles" / "global" / f"{{name}}@latest"
 out.mkdir(parents=True)
 t0 = 1_735_689_600_000_000_000
 pq.write_table(pa.table({{
@@ -97,6 +99,8 @@ pq.write_table(pa.table({{
 pq.write_table(pa.table({{"start_ts": [5], "end_ts": [25], "engine": ["Tensor"],
                           "opcode": ["MATMUL"]}}), out / "Instruction.parquet")
 pq.write_table(pa.table({{"profile_schema_version": ["12.1.0"]}}), out / "Metadata.parquet")
+while "--ingest-only" not in args:
+    time.sleep(1)  # the UI/API server
 '''
 
 
@@ -134,8 +138,10 @@ def test_a_raw_ntff_is_converted_by_neuron_explorer_into_a_cache(
     call = tool.read_text().split()
     assert call[:5] == ["view", "-n", str(ntff.parent / "neff_123_vnc_0.neff"), "-s",
                         str(ntff)]
+    assert call[5:8] == ["--output-format", "parquet", "--data-path"]
+    assert call[9:] == ["--ingest-only", "--display-name", "neurontrace"]
     cache = out.parent / ".neurontrace-cache"
-    assert cache.is_dir() and str(cache) in call[-1]
+    assert cache.is_dir() and str(cache) in call[8]
     CliRunner().invoke(cli, ["convert", str(ntff), str(out)])
     assert len(tool.read_text().splitlines()) == 1  # the second run reads the cache
 
@@ -163,7 +169,7 @@ def test_without_neuron_explorer_a_raw_capture_fails_with_the_command_to_run(
     lines = result.output.strip().splitlines()
     assert len(lines) == 1
     assert (f"neuron-explorer view -n {ntff.parent / 'neff_123_vnc_0.neff'} -s {ntff} "
-            "--output-format parquet --data-path DIR") in lines[0]
+            "--output-format parquet --data-path DIR --ingest-only") in lines[0]
     assert not out.exists()
 
 
@@ -172,13 +178,13 @@ def test_a_failing_converter_is_bad_input_with_its_last_message(
     ntff = _capture(tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    exe = bin_dir / "neuron-profile"  # the older name is tried too
+    exe = bin_dir / "neuron-explorer"
     exe.write_text("#!/bin/sh\necho 'ERROR: NTFF version 99 not supported' >&2\nexit 3\n")
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
     result = CliRunner().invoke(cli, ["convert", str(ntff), str(tmp_path / "o.parquet")])
     assert result.exit_code == 2
-    assert "neuron-profile view failed (exit 3): ERROR: NTFF version 99" in result.output
+    assert "neuron-explorer view failed (exit 3): ERROR: NTFF version 99" in result.output
     assert not any((tmp_path / ".neurontrace-cache").iterdir())  # nothing half-written
 
 

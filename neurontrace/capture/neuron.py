@@ -16,8 +16,11 @@ it meets the real thing and a name is off, this is the one module to fix:
 - ``torch_neuronx.synchronize()`` inside the profiled block (execution is asynchronous);
 - the device is ``neuron`` (TorchNeuron registers as PrivateUse1); ``torch.compile``
   uses ``backend="neuron"``;
-- ``neuron-explorer view -d SESSION_DIR --output-format parquet --output-file DIR``
-  decodes the proprietary NTFF / ``.pb`` files into Parquet tables.
+- ``neuron-explorer view -d SESSION_DIR --output-format parquet --data-path DIR
+  --ingest-only --display-name NAME`` decodes the proprietary NTFF / ``.pb`` files into
+  Parquet tables and returns (without ``--ingest-only`` it then serves its UI and never
+  returns); it runs with a timeout (``NEURONTRACE_EXPLORER_TIMEOUT``, default 600 s) and
+  its whole process group is killed on timeout or Ctrl-C.
 
 Nothing here is imported unless a capture runs; ``torch_neuronx`` is imported only when
 it is installed.
@@ -161,12 +164,23 @@ Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, check=False)
+    """Run ``neuron-explorer`` (its process group killed on timeout or Ctrl-C); a timeout
+    is a failed run (exit status None) whose ``stderr`` says so."""
+    from neurontrace.readers.neuron import raw
+
+    timeout = raw.explorer_timeout()
+    try:
+        return raw.run_tool(args, timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(args, None,  # type: ignore[arg-type]
+                                           "", raw.timeout_message(EXPLORER, timeout))
 
 
 def explorer_command(session: Path, out: Path) -> list[str]:
+    """``view -d SESSION`` ingested into ``out`` (``--data-path``) and returning
+    (``--ingest-only``), under the session folder's name (``--display-name``)."""
     return [EXPLORER, "view", "-d", str(session), "--output-format", "parquet",
-            "--output-file", str(out)]
+            "--data-path", str(out), "--ingest-only", "--display-name", session.name]
 
 
 def explore(folder: Path, run: Runner = _run) -> list[dict[str, Any]]:
@@ -187,12 +201,14 @@ def explore(folder: Path, run: Runner = _run) -> list[dict[str, Any]]:
         out.parent.mkdir(parents=True, exist_ok=True)
         args = explorer_command(s, out)
         done = run(args)
+        if done.returncode is None:  # timed out: its half-written output goes
+            shutil.rmtree(out, ignore_errors=True)
         records.append({
             "session": str(s.relative_to(folder)),
             "ran": True,
             "command": args,
             "returncode": done.returncode,
             "output": str(out.relative_to(folder)) if out.exists() else None,
-            "stderr_tail": (done.stderr or "")[-2000:] if done.returncode else "",
+            "stderr_tail": (done.stderr or "")[-2000:] if done.returncode != 0 else "",
         })
     return records

@@ -29,12 +29,16 @@ pytestmark = [pytest.mark.torch,
 STANDIN = Path(__file__).parent / "standin"
 VARIANTS = ("naive", "rms_norm", "compiled")
 EXPLORER = """#!/bin/sh
-# stand-in neuron-explorer: record the arguments, write an output folder
+# stand-in neuron-explorer: record the arguments, ingest into --data-path, then (like the
+# real one) serve forever unless given --ingest-only
 echo "$@" >> "$(dirname "$0")/calls.txt"
+ingest_only=no
 while [ $# -gt 0 ]; do
-  if [ "$1" = "--output-file" ]; then mkdir -p "$2" && echo stand-in > "$2/Summary.parquet"; fi
+  if [ "$1" = "--data-path" ]; then mkdir -p "$2" && echo stand-in > "$2/Summary.parquet"; fi
+  if [ "$1" = "--ingest-only" ]; then ingest_only=yes; fi
   shift
 done
+while [ "$ingest_only" = no ]; do sleep 1; done
 """
 
 
@@ -132,8 +136,10 @@ def test_runs_neuron_explorer_on_each_session_when_on_path(neuron_run):
         (record,) = manifest(out / variant)["neuron_explorer"]
         assert record["ran"] is True and record["returncode"] == 0
         assert record["command"][:3] == ["neuron-explorer", "view", "-d"]
-        assert record["command"][4:] == ["--output-format", "parquet", "--output-file",
-                                         record["command"][-1]]
+        session = record["command"][3]
+        assert record["command"][4:] == ["--output-format", "parquet", "--data-path",
+                                         record["command"][7], "--ingest-only",
+                                         "--display-name", Path(session).name]
         assert (out / variant / record["output"] / "Summary.parquet").is_file()
 
 

@@ -1,36 +1,59 @@
 """Raw Neuron captures (``.ntff``, ``ntrace.pb``): converted by the Neuron tool, never by us.
 
-NTFF and the ``.pb`` files have no public specification; only ``neuron-explorer`` (or
-the older ``neuron-profile``, same flags) decodes them. When one is on PATH this module
-runs ``view ... --output-format parquet --data-path CACHE`` into a cache folder next to
-the output (reused while the capture is unchanged) and the Explorer Parquet reader reads
-the result. Otherwise conversion fails with one line giving the command to run.
+NTFF and the ``.pb`` files have no public specification; only ``neuron-explorer``
+decodes them into Parquet. When it is on PATH this module runs ``neuron-explorer view
+... --output-format parquet --data-path DIR --ingest-only --display-name NAME`` into a
+cache folder next to the output (reused while the capture is unchanged) and the
+Explorer Parquet reader reads the result. ``--ingest-only`` matters: without it
+``view`` ingests and then starts its UI/API server, which never returns.
+
+The child runs in its own process group with a timeout (:data:`TIMEOUT_ENV`, default
+:data:`DEFAULT_TIMEOUT` seconds); on timeout, Ctrl-C or any other exit the whole group
+is killed and its half-written output removed (it is written in a run folder of
+:mod:`neurontrace.scratch` inside the cache, renamed into place only when complete).
+
+``neuron-profile`` (the tool's name before Neuron Explorer) refuses Parquet output: it
+is never used here; with only it on PATH, conversion fails with the legacy-JSON command
+to run instead (``--output-format json``, read by the legacy JSON readers).
 
 An NTFF is converted together with its NEFF (``-n x.neff -s y.ntff``): the NEFF in the
-same folder sharing its longest numeric id (``neff_123_vnc_0.neff`` /
-``123_vnc_0.ntff``). A system trace (``ntrace.pb``) is converted with its session folder
-(``-d FOLDER``).
+same folder, or in a sibling ``neffs/`` folder, sharing its longest numeric id
+(``neff_123_vnc_0.neff`` / ``123_vnc_0.ntff``). A system trace (``ntrace.pb``) is
+converted with its session folder (``-d FOLDER``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 from functools import partial
 from pathlib import Path
 
+from neurontrace import scratch
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, ToolMissing
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress, Source
 from neurontrace.readers.neuron.explorer import ExplorerReader, is_explorer_folder
 
-#: Tools tried, in order (``neuron-profile`` is the name before SDK 2.2x).
-TOOLS = ("neuron-explorer", "neuron-profile")
+#: The converter to Parquet. ``neuron-profile`` (its name before Neuron Explorer) writes
+#: legacy JSON only: it refuses ``--output-format parquet``.
+EXPLORER = "neuron-explorer"
+LEGACY = "neuron-profile"
+TOOLS = (EXPLORER,)
 SYSTEM_TRACE = "ntrace.pb"
+#: A sibling folder of NEFFs (vLLM-style runs keep them apart from the NTFFs).
+NEFF_FOLDER = "neffs"
+#: Environment variable: seconds ``neuron-explorer`` may run before it is killed.
+TIMEOUT_ENV = "NEURONTRACE_EXPLORER_TIMEOUT"
+DEFAULT_TIMEOUT = 600.0
+#: The ``--display-name`` we give, so that the output folder is ours to find.
+DISPLAY_NAME = "neurontrace"
 _DONE = ".complete"
 
 
@@ -57,8 +80,10 @@ class RawReader:
 
 
 def pair_neff(ntff: Path) -> Path | None:
-    """The NEFF an NTFF belongs to: alone in its folder, or sharing its longest numeric id."""
-    neffs = sorted(ntff.parent.glob("*.neff"))
+    """The NEFF an NTFF belongs to: alone in its folder (else in a sibling ``neffs/``
+    folder), or the one there sharing its longest numeric id."""
+    neffs = sorted(ntff.parent.glob("*.neff")) or \
+        sorted((ntff.parent.parent / NEFF_FOLDER).glob("*.neff"))
     if len(neffs) <= 1:
         return neffs[0] if neffs else None
     for num in N.numeric_ids(ntff.stem):
@@ -74,8 +99,9 @@ def view_args(capture: Path) -> list[str]:
         return ["-d", str(capture if capture.is_dir() else capture.parent)]
     neff = pair_neff(capture)
     if neff is None:
-        raise BadInput(f"{capture}: no .neff in {capture.parent} shares this NTFF's numeric "
-                       "id; neuron-explorer needs the pair (-n x.neff -s y.ntff)")
+        raise BadInput(f"{capture}: no .neff in {capture.parent} (or a sibling "
+                       f"{NEFF_FOLDER}/) shares this NTFF's numeric id; neuron-explorer "
+                       "needs the pair (-n x.neff -s y.ntff)")
     return ["-n", str(neff), "-s", str(capture)]
 
 
@@ -98,6 +124,80 @@ def _content(args: list[str]) -> str:
     return " ".join(content_digest(Path(p)) for p in named)
 
 
+def explorer_timeout() -> float:
+    """Seconds ``neuron-explorer`` may run: :data:`TIMEOUT_ENV` when set (a positive
+    number), else :data:`DEFAULT_TIMEOUT`. Another value is BadInput naming it."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise BadInput(f"{TIMEOUT_ENV}={raw!r}: not a positive number of seconds")
+    return value
+
+
+def timeout_message(tool: str, seconds: float) -> str:
+    return f"{tool} did not finish in {seconds:g} s (set {TIMEOUT_ENV})"
+
+
+def run_tool(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in a process group of its own (its output captured), waiting at
+    most ``timeout`` seconds. On timeout (``subprocess.TimeoutExpired``), Ctrl-C or any
+    other exception the whole group is killed and reaped before the exception goes on,
+    so that no process of it (a server it started included) outlives the call."""
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, errors="replace",
+                             start_new_session=True)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except BaseException:
+        _kill_group(child)
+        raise
+    _kill_group(child)  # what it left running (a server it forked) goes too
+    return subprocess.CompletedProcess(command, child.returncode, out, err)
+
+
+def _kill_group(child: subprocess.Popen[str]) -> None:
+    """SIGKILL the process group ``child`` leads, then reap ``child``."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        child.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        child.kill()
+        child.wait()
+
+
+def view_command(args: list[str], data_path: Path | str) -> list[str]:
+    """The ``neuron-explorer view`` command that ingests ``args`` into ``data_path``
+    and returns (``--ingest-only``: no server), under our ``--display-name``."""
+    return [EXPLORER, "view", *args, "--output-format", "parquet", "--data-path",
+            str(data_path), "--ingest-only", "--display-name", DISPLAY_NAME]
+
+
+def _missing(capture: Path, args: list[str]) -> ToolMissing:
+    shown = " ".join(shlex.quote(a) for a in view_command(args, "DIR"))
+    if shutil.which(LEGACY):
+        legacy = " ".join(shlex.quote(a) for a in
+                          [LEGACY, "view", *args, "--output-format", "json",
+                           "--output-file", "OUT.json"])
+        return ToolMissing(
+            f"{capture}: a raw Neuron capture; {EXPLORER} is not on PATH and {LEGACY} "
+            f"writes no Parquet: run `{legacy}` and convert OUT.json, or `{shown}` where "
+            f"{EXPLORER} is installed"
+        )
+    return ToolMissing(
+        f"{capture}: a raw Neuron capture, which only the Neuron tools decode, and "
+        f"{EXPLORER} is not on PATH; run `{shown}` where it is installed, then "
+        "`neurontrace convert DIR/profiles/global/<name>@latest OUT`"
+    )
+
+
 def explorer_output(args: list[str], capture: Path, cache: Path) -> Path:
     """The Explorer Parquet folder for ``capture``, converting it first if needed."""
     out = cache / f"{capture.name}-{_key(capture)}"
@@ -105,38 +205,32 @@ def explorer_output(args: list[str], capture: Path, cache: Path) -> Path:
     if (out / _DONE).is_file() and \
             (out / _DONE).read_text(errors="replace").split("\n", 1)[0] == want:
         return _found(out, capture, "cache")  # converted from these very bytes
-    tool = next((t for t in TOOLS if shutil.which(t)), None)
-    command = [tool or TOOLS[0], "view", *args, "--output-format", "parquet",
-               "--data-path"]
-    if tool is None:
-        shown = " ".join(shlex.quote(a) for a in command)
-        raise ToolMissing(
-            f"{capture}: a raw Neuron capture, which only the Neuron tools decode, and "
-            f"neither {' nor '.join(TOOLS)} is on PATH; run `{shown} DIR` where they are "
-            "installed, then `neurontrace convert DIR/profiles/global/<name>@latest OUT`"
-        )
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        done = subprocess.run([*command, str(tmp)], capture_output=True, text=True,
-                              check=False)
+    if shutil.which(EXPLORER) is None:
+        raise _missing(capture, args)
+    timeout = explorer_timeout()
+    cache.mkdir(parents=True, exist_ok=True)
+    with scratch.run_folder(cache) as work:  # removed on every exit path
+        tmp = work / "view"
+        tmp.mkdir()
+        command = view_command(args, tmp)
+        try:
+            done = run_tool(command, timeout)
+        except subprocess.TimeoutExpired:
+            raise BadInput(f"{capture}: {timeout_message(EXPLORER, timeout)}") from None
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise BadInput(f"{capture}: {tool} view failed (exit {done.returncode}): {last}")
-        (tmp / _DONE).write_text(want + "\n"
-                                 + " ".join(shlex.quote(a) for a in [*command, str(tmp)]))
+            raise BadInput(f"{capture}: {EXPLORER} view failed (exit {done.returncode}): "
+                           f"{last}")
+        (tmp / _DONE).write_text(want + "\n" + " ".join(shlex.quote(a) for a in command))
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return _found(out, capture, tool)
+    return _found(out, capture, EXPLORER)
 
 
 def _found(out: Path, capture: Path, tool: str) -> Path:
     folders = sorted({p.parent for p in out.rglob("*.parquet") if is_explorer_folder(p.parent)},
-                     key=lambda p: (not p.name.endswith("@latest"), str(p)))
+                     key=lambda p: (not p.name.startswith(DISPLAY_NAME),
+                                    not p.name.endswith("@latest"), str(p)))
     if not folders:
         raise BadInput(f"{capture}: {tool} wrote no Explorer Parquet tables under {out}")
     return folders[0]
