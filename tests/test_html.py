@@ -105,7 +105,8 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
 def _png_pixels(path: Path) -> list[tuple[int, ...]]:
     """The RGB pixels of a PNG, row by row."""
     with Image.open(path) as img:
-        return list(img.convert("RGB").getdata())
+        data = img.convert("RGB").tobytes()
+    return [tuple(data[i:i + 3]) for i in range(0, len(data), 3)]
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get "
