@@ -1,8 +1,13 @@
 """Conversion speed and memory against the baselines, in one run.
 
-    python bench/convert.py [TRACE.json] [--runs 3] [--grouped]
+    python bench/convert.py [TRACE.json] [--runs 3] [--grouped] [--cuda SOURCE]
+                            [--code NAME=CHECKOUT ...]
 
-Without a trace it makes one (~300 MB, see bench/make_trace.py; needs torch). Each
+Without a trace it makes one (~300 MB, see bench/make_trace.py; needs torch); with
+``--cuda SOURCE`` it makes a ~300 MB device-heavy one instead from a real CUDA trace
+(bench/make_big_trace.py; e.g. a multi-stream trace of the corpus). ``--code`` adds
+``neurontrace convert`` run from another checkout (its folder on ``PYTHONPATH``, this
+interpreter), to compare two versions in the same run. Each
 method runs in a fresh process, one after another, ``--runs`` times; the table shows the
 median wall time and peak RSS of the whole process (interpreter start and imports
 included; for neurontrace, its worker processes added in), then neurontrace's ratios to
@@ -41,7 +46,7 @@ HTA = (
 )
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one fresh process, its workers included.
 
     The peak is the largest sum of the resident sets of the process and every process
@@ -50,7 +55,8 @@ def measure(cmd: list[str]) -> tuple[float, float]:
     ``ru_maxrss`` from ``os.wait4`` (the largest single process, exactly).
     """
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=None if env is None else {**os.environ, **env})
     peak = [0]
     stop = threading.Event()
 
@@ -104,7 +110,16 @@ def main() -> None:
     ap.add_argument("--grouped", action="store_true",
                     help="all runs of one method back to back, then the next method's "
                          "(default: interleaved, so that drift hits all alike)")
+    ap.add_argument("--cuda", type=Path, metavar="SOURCE",
+                    help="make the trace from this CUDA trace (bench/make_big_trace.py)")
+    ap.add_argument("--code", action="append", default=[], metavar="NAME=CHECKOUT",
+                    help="also time neurontrace convert from this checkout")
     a = ap.parse_args()
+    if a.cuda is not None and not a.trace.exists():
+        print(f"making {a.trace} from {a.cuda}...", file=sys.stderr)
+        make = [sys.executable, str(HERE / "make_big_trace.py"), str(a.trace), "--gb", "0.3",
+                "--source", str(a.cuda)]
+        subprocess.run(make, check=True)
     if not a.trace.exists():
         print(f"making {a.trace} (about a minute)...", file=sys.stderr)
         make = [sys.executable, str(HERE / "make_trace.py"), str(a.trace), "--steps", "180"]
@@ -118,13 +133,18 @@ def main() -> None:
         "orjson.loads": [sys.executable, "-c", ORJSON, str(a.trace)],
         "neurontrace convert": nt,
     }
+    envs: dict[str, dict[str, str]] = {}
+    for given in a.code:
+        name, _, checkout = given.partition("=")
+        methods[f"convert ({name})"] = nt
+        envs[f"convert ({name})"] = {"PYTHONPATH": str(Path(checkout).resolve())}
     if has_hta():
         methods["HolisticTraceAnalysis load"] = [sys.executable, "-c", HTA, str(a.trace)]
     results: dict[str, list[tuple[float, float]]] = {m: [] for m in methods}
     order = ([m for m in methods for _ in range(a.runs)] if a.grouped
              else [m for _ in range(a.runs) for m in methods])
     for m in order:
-        results[m].append(measure(methods[m]))
+        results[m].append(measure(methods[m], envs.get(m)))
     med = {m: (statistics.median(w for w, _ in r), statistics.median(k for _, k in r))
            for m, r in results.items()}
     how = "grouped by method" if a.grouped else "interleaved"

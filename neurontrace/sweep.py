@@ -216,8 +216,10 @@ class _Sweep:
                 n = f.height
                 f = f.with_columns(pl.Series(S.ROW, np.arange(offset, offset + n), _I64))
                 offset += n
-                f = f.join(self.lanes, on=self.keys, how="left", nulls_equal=True,
-                           maintain_order="left")
+                # the keys alone are joined: the bucket shares the frame's other columns
+                lane = f.select(self.keys).join(self.lanes, on=self.keys, how="left",
+                                                nulls_equal=True, maintain_order="left")
+                f = f.with_columns(lane.get_column("lane"))
                 cols = [
                     S.ROW, "lane", (pl.col(S.KIND) == S.SPAN).alias("span"),
                     (pl.col(S.LAYER) == S.FRAMEWORK).alias("fw"),
@@ -280,13 +282,15 @@ class _Sweep:
                 df = df.with_columns(st.sort(S.ROW).get_column(S.STEP).cast(pl.Int32))
                 nxt = int(self.bounds[b]) if b < len(self.bounds) else None
                 carried = self._nest(df, carried, nxt)
-                spans = pl.concat([last, df.filter("span").select(
+                # lazy: each use takes only the spans it needs out of the bucket
+                spans = pl.concat([last.lazy(), df.lazy().filter("span").select(
                     S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS, "fw")])
                 fl = self.flows.read(b)
                 if fl is not None:
-                    pairs, m = flow_pairs(spans.lazy(), fl)
-                    self._emit(self.pairs, pairs.join(spans.select(S.ROW, "fw").unique(),
-                                                      on=S.ROW, how="left"))
+                    pairs, m = flow_pairs(spans, fl)
+                    # (a span is once in ``spans``: the carried ones are of earlier buckets)
+                    self._emit(self.pairs, pairs.lazy().join(
+                        spans.select(S.ROW, "fw"), on=S.ROW, how="left").collect())
                     missed += m
                 last = _last_per_thread(spans)
                 self.flows.remove(b)
@@ -327,16 +331,26 @@ class _Sweep:
         (spans that close before the next bucket, and every non-span); return the spans
         still open."""
         given = [S.FLOW_IDS] if self.given_flows else []
-        new = df.filter("span").select(
-            row=S.ROW, lane="lane", start=S.START_NS, dur=S.DUR_NS, step=S.STEP, fw="fw",
-            external_id=S.EXTERNAL_ID, covered=pl.lit(0, _I64), old=pl.lit(False),
-            **{c: c for c in given})
-        s = in_order(pl.concat([carried, new]))
+        spans = df.filter("span")
+        if nxt is None and carried.height == 0:  # nothing carried in or out (one bucket):
+            # only the columns used here are sorted
+            links = {"fw": "fw", S.EXTERNAL_ID: S.EXTERNAL_ID} if self.has_links else {}
+            s = in_order(spans.select(row=S.ROW, lane="lane", start=S.START_NS, dur=S.DUR_NS,
+                                      step=S.STEP, **links, **{c: c for c in given}))
+            old = np.zeros(s.height, bool)
+            covered = np.zeros(s.height, np.int64)
+        else:
+            s = in_order(pl.concat([carried, spans.select(
+                row=S.ROW, lane="lane", start=S.START_NS, dur=S.DUR_NS, step=S.STEP, fw="fw",
+                external_id=S.EXTERNAL_ID, covered=pl.lit(0, _I64), old=pl.lit(False),
+                **{c: c for c in given})]))
+            old = s.get_column("old").to_numpy()
+            covered = s.get_column("covered").to_numpy().copy()
+        del spans
         parent = parents_in_order(s)
         dur = s.get_column("dur").to_numpy()
         end = s.get_column("start").to_numpy() + dur
-        child = (parent >= 0) & ~s.get_column("old").to_numpy()  # old children: counted
-        covered = s.get_column("covered").to_numpy().copy()
+        child = (parent >= 0) & ~old  # old children: counted
         np.add.at(covered, parent[child], dur[child])  # exact int64 sums
         out = s.select(
             "row", "lane",
@@ -346,14 +360,16 @@ class _Sweep:
             S.STEP, *given,
         )
         if self.has_links:
-            self._keep_for_links(df, s, parent)
+            self._keep_for_links(df, s, parent, old)
         keep = end > nxt if nxt is not None else np.zeros(len(dur), bool)
-        self._emit(self.ranges, out.filter(~keep))
+        self._emit(self.ranges, out.filter(~keep) if keep.any() else out)
         others = df.filter(~pl.col("span")).select(
             S.ROW, "lane", pl.lit(None, _I64).alias(S.PARENT),
             pl.lit(None, pl.Int32).alias(S.DEPTH), pl.lit(None, _I64).alias(S.SELF_NS),
             S.STEP, *given)
         self._emit(self.ranges, others)
+        if not keep.any():
+            return carried.clear()
         return s.with_columns(covered=covered, old=True).filter(keep)
 
     def _emit(self, files: _Parts, out: pl.DataFrame) -> None:
@@ -367,7 +383,8 @@ class _Sweep:
         for (k,), piece in out.with_columns(_k=part).partition_by("_k", as_dict=True).items():
             files.write(int(k), piece.drop("_k"))
 
-    def _keep_for_links(self, df: pl.DataFrame, s: pl.DataFrame, parent: np.ndarray) -> None:
+    def _keep_for_links(self, df: pl.DataFrame, s: pl.DataFrame, parent: np.ndarray,
+                        old: np.ndarray) -> None:
         """Runtime and device rows, with their nearest framework ancestor (its row and
         External id), for :mod:`neurontrace.linking` at the end."""
         fw = s.get_column("fw").to_numpy()
@@ -376,7 +393,7 @@ class _Sweep:
             S.ROW: s.get_column("row"),
             "_nest_row": at_positions(s.get_column("row"), up),
             "_nest_ext": at_positions(s.get_column(S.EXTERNAL_ID), up),
-        }).filter(pl.Series(~fw & ~s.get_column("old").to_numpy()))
+        }).filter(pl.Series(~fw & ~old))
         mine = df.filter(~pl.col("fw")).join(nest, on=S.ROW, how="left")
         self._emit(self.links, mine.select(c for c in COLUMNS if c in mine.columns))
 
@@ -474,10 +491,10 @@ def _with_flows(df: pl.DataFrame, computed: pl.DataFrame | None) -> pl.DataFrame
     return df.with_columns(pl.coalesce(given, "_fids").alias(S.FLOW_IDS)).drop("_fids")
 
 
-def _last_per_thread(spans: pl.DataFrame) -> pl.DataFrame:
+def _last_per_thread(spans: pl.LazyFrame) -> pl.DataFrame:
     """The spans starting last on each thread (all of them where several tie)."""
     latest = pl.col(S.START_NS) == pl.col(S.START_NS).max().over(S.PID, S.TID)
-    return spans.filter(latest)
+    return spans.filter(latest).collect()
 
 
 class Ranges:
