@@ -1,0 +1,142 @@
+"""Every Explorer Parquet fixture against the documented schema (7.4.0, Neuron SDK 2.31:
+aws-neuron/aws-neuron-sdk tools/neuron-explorer/profile-schema-reference.rst, copied in
+fixtures/neuron/neuron-explorer-schema.json): column names, Arrow types, required columns
+and enum values; departures only where make_fixtures.DEVIATIONS declares them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import neurontrace
+from neurontrace import schema as S
+from neurontrace.diagnostics import Diagnostics
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "neuron"
+DOC: dict[str, Any] = json.loads((FIX / "neuron-explorer-schema.json").read_text())
+TABLES = sorted(FIX.rglob("*.parquet"))
+
+
+def _make() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_fixtures", FIX / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+MAKE = _make()
+
+
+def departures(path: Path) -> dict[str, list[str]]:
+    """How ``path``'s table departs from the documented schema: ``extra`` columns,
+    ``missing`` required columns, ``retyped`` columns (each sorted)."""
+    table = MAKE.table_name(path.name)
+    fields = {f["name"]: f for f in DOC["tables"][table]["fields"]}
+    schema = pq.read_schema(path)
+    return {
+        "extra": sorted(n for n in schema.names if n not in fields),
+        "missing": sorted(n for n, f in fields.items()
+                          if f["required"] and n not in schema.names),
+        "retyped": sorted(n for n in schema.names if n in fields
+                          and schema.field(n).type != MAKE.arrow_type(fields[n]["type"])),
+    }
+
+
+def declared(path: Path) -> dict[str, list[str]]:
+    none: dict[str, list[str]] = {"extra": [], "missing": [], "retyped": []}
+    got = MAKE.DEVIATIONS.get(path.parent.name, {}).get(path.stem, none)
+    return {k: sorted(v) for k, v in got.items()}
+
+
+def test_the_fixture_folder_holds_explorer_tables() -> None:
+    assert len(TABLES) >= 20
+    assert {p.parent.name for p in TABLES} >= {
+        "explorer_rmsnorm_vnc_0", "explorer_required_only", "explorer_empty",
+        "explorer_extra_missing_columns", "neff_456_vnc_1@latest"}
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: str(p.relative_to(FIX)))
+def test_every_explorer_fixture_table_matches_the_documented_schema(path: Path) -> None:
+    assert MAKE.table_name(path.name) in DOC["tables"], "not a documented table"
+    assert departures(path) == declared(path)
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: str(p.relative_to(FIX)))
+def test_enum_columns_hold_only_documented_values(path: Path) -> None:
+    fields = DOC["tables"][MAKE.table_name(path.name)]["fields"]
+    data = pq.read_table(path)
+    for f in fields:
+        if f["enum"] and f["name"] in data.column_names:
+            values = {v for v in data.column(f["name"]).to_pylist() if v is not None}
+            assert values <= set(DOC["enums"][f["enum"]]), f["name"]
+
+
+def test_summary_percentages_are_fractions() -> None:
+    for path in FIX.rglob("Summary.parquet"):
+        row = pq.read_table(path).to_pylist()[0]
+        pct = {k: v for k, v in row.items() if k.endswith("_percent") and v is not None}
+        assert pct and all(0 <= v <= 1 for v in pct.values())
+
+
+def test_the_full_fixture_holds_every_documented_field_of_its_tables() -> None:
+    for path in (FIX / "explorer_rmsnorm_vnc_0").glob("*.parquet"):
+        documented = [f["name"] for f in DOC["tables"][MAKE.table_name(path.name)]["fields"]]
+        names = pq.read_schema(path).names
+        assert names[:len(documented)] == documented, path.name
+
+
+def test_the_required_only_fixture_holds_exactly_the_required_fields() -> None:
+    paths = sorted((FIX / "explorer_required_only").glob("*.parquet"))
+    assert {p.stem for p in paths} == {"SystemProfileEvents", "Instruction", "DmaPacket",
+                                       "ActiveTime", "ExecutionInfo", "Metadata"}
+    for path in paths:
+        required = [f["name"] for f in DOC["tables"][path.stem]["fields"] if f["required"]]
+        assert pq.read_schema(path).names == required, path.name
+
+
+def test_the_required_only_fixture_is_read_whole() -> None:
+    diag = Diagnostics()
+    table = neurontrace.load(FIX / "explorer_required_only", diag=diag)
+    cats = sorted(set(table.column(S.CATEGORY).to_pylist()))
+    assert cats == ["ActiveTime", "DmaPacket", "Instruction", "framework", "neuron_hw",
+                    "neuron_rt"]
+    assert table.num_rows == 6
+
+
+def test_a_mistyped_column_is_caught(tmp_path: Path) -> None:
+    """The old fixtures' mistake: framework_stream_id written as int64, not string."""
+    table = pa.table({f.name: pa.array([], f.type)
+                      for f in MAKE.documented_schema("SystemProfileEvents")})
+    i = table.schema.get_field_index("framework_stream_id")
+    table = table.set_column(i, "framework_stream_id", pa.array([], pa.int64()))
+    pq.write_table(table.drop_columns(["id"]), tmp_path / "SystemProfileEvents.parquet")
+    got = departures(tmp_path / "SystemProfileEvents.parquet")
+    assert got == {"extra": [], "missing": ["id"], "retyped": ["framework_stream_id"]}
+
+
+@pytest.mark.parametrize("name", ["explorer_rmsnorm_vnc_0", "explorer_required_only",
+                                  "explorer_empty", "explorer_extra_missing_columns"])
+def test_the_committed_fixture_is_what_make_fixtures_writes(tmp_path: Path, name: str) -> None:
+    build = {"explorer_rmsnorm_vnc_0": MAKE.explorer_rmsnorm,
+             "explorer_required_only": MAKE.explorer_required_only,
+             "explorer_empty": MAKE.explorer_empty,
+             "explorer_extra_missing_columns": MAKE.explorer_extra_missing}[name]
+    build(tmp_path / name)
+    made = sorted(p.name for p in (tmp_path / name).glob("*.parquet"))
+    assert made == sorted(p.name for p in (FIX / name).glob("*.parquet"))
+    for f in made:
+        assert pq.read_table(tmp_path / name / f).equals(pq.read_table(FIX / name / f)), f
+
+
+def test_an_undeclared_undocumented_column_is_refused_by_the_generator(
+        tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="undocumented columns"):
+        MAKE._parquet(tmp_path / "x", "ActiveTime", [{"start_ts": 1, "colour": "red"}])
