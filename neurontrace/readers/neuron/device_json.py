@@ -10,10 +10,20 @@ instructions is compared with ``summary.total_time`` (seconds)::
 
     span / total_time  ~ 1     -> nanoseconds
     span / total_time  ~ 1000  -> picoseconds (divided by 1000, rounded half up)
-    otherwise, or no summary   -> nanoseconds as documented, with a warning
+    otherwise                  -> nanoseconds as documented, with a warning
 
-The choice and the ratio go into the output's clock metadata. A device profile alone has
-no host time, so its rows stay on the device timeline (starting where the file starts).
+Without a ``summary`` (some files have none) the unit comes from the other clues, in
+order: a unit the file declares (``metadata.timestamp_unit`` / ``time_unit``, or the
+rows' own ``timestamp_unit``), then ``metadata.total_time`` as above; with none of them,
+nanoseconds as documented, with a warning. The choice, and the clue it came from
+(``unit_source``), go into the output's ``neurontrace.clock`` metadata. A device profile
+alone has no host time, so its rows stay on the device timeline.
+
+Layouts seen besides the documented one are read too (formats.md §3b): the engine of an
+instruction in ``subgroup`` when there is no ``label``; a DMA row's queue in ``label`` or
+``subgroup`` when there is no ``queue``, and its size in ``transfer_size`` (else
+``size``); ``hlo_attrs`` as text (a JSON object in text is decoded into ``args``, other
+text kept as it is); ``summary`` as one object instead of a list of one.
 
 ``summary-json`` comes in three shapes: keyed by core (``{"n_abc": {...}}``), flat
 (``{"total_time": ...}``) and ``{"Summary": [...]}``; it holds no events, and its rows are
@@ -45,8 +55,13 @@ DEVICE_KEYS = ("summary", "instruction", "dma", "instruction_usage")
 _DEVICE_HEAD = re.compile(rb'"(summary|instruction|dma|instruction_usage)"\s*:\s*\[')
 #: (low, high, unit, divisor): accepted ratios of instruction span to total_time.
 UNITS = ((0.5, 2.0, "ns", 1), (500.0, 2000.0, "ps", 1000))
-_INSTR_USED = ("timestamp", "duration", "opcode", "label")
-_DMA_USED = ("timestamp", "duration", "queue", "transfer_size")
+_INSTR_USED = ("timestamp", "duration", "opcode", "label", "subgroup")
+_DMA_USED = ("timestamp", "duration", "queue", "label", "subgroup", "transfer_size", "size")
+#: Fields taken out of ``args`` (the fallbacks above stay there too).
+_INSTR_TAKEN = ("timestamp", "duration", "opcode", "label")
+_DMA_TAKEN = ("timestamp", "duration", "queue", "transfer_size")
+#: Declared time units accepted, and their divisor to ns.
+DECLARED_UNITS = {"ns": 1, "ps": 1000}
 
 
 #: Integers of more digits than int64 holds are kept as their text (read as no number).
@@ -113,6 +128,8 @@ def _rows(doc: dict[str, Any], key: str, path: Path) -> list[dict[str, Any]]:
     v = doc.get(key)
     if v is None:
         return []
+    if isinstance(v, dict) and key == "summary":  # one object, not a list of one
+        return [v]
     if not isinstance(v, list):
         raise BadInput(f"{shown(path)}: field {key!r} is not a list")
     return [r for r in v if isinstance(r, dict)]
@@ -138,16 +155,18 @@ class DeviceJsonReader:
             raise BadInput(f"{shown(path)}: not a Neuron device profile (none of "
                            f"{', '.join(DEVICE_KEYS)} at the top level)")
         summary = _rows(doc, "summary", path)
-        instr = _frame(_rows(doc, "instruction", path), _INSTR_USED)
-        dma = _frame(_rows(doc, "dma", path), _DMA_USED)
+        instr_rows = _rows(doc, "instruction", path)
+        instr = _frame(instr_rows, _INSTR_USED, _INSTR_TAKEN)
+        dma = _frame(_rows(doc, "dma", path), _DMA_USED, _DMA_TAKEN)
         for name, table in (("instruction", instr), ("dma", dma)):
             for col in ("timestamp", "duration"):
                 bad = _unusable(table, col)
                 if bad:
                     diag.warn("bad_ts", f"{shown(path)}: {bad} {name} row(s) have a {col} "
                               "that is not an integer number of ns; read as 0", bad)
-        unit, divisor, calib = calibrate(instr, summary, path, diag)
         meta = doc.get("metadata")
+        unit, divisor, calib = calibrate(instr, summary, path, diag,
+                                         clues(meta, instr_rows))
         nc = N.nc_from_name(path.stem)
         if nc is None and isinstance(meta, dict):
             nc = N.int_value(meta.get("nc_idx"))
@@ -173,8 +192,12 @@ class DeviceJsonReader:
                     "note": "device-relative times: no host clock in a device profile"}
 
 
-def _frame(rows: list[dict[str, Any]], used: tuple[str, ...]) -> pl.DataFrame:
+def _frame(rows: list[dict[str, Any]], used: tuple[str, ...],
+           taken: tuple[str, ...]) -> pl.DataFrame:
+    """Columns ``used`` as text, and ``args``: each row less the fields ``taken``."""
     enc = msgspec.json.Encoder()
+
+    rows = [_attrs_decoded(r) for r in rows]
 
     def col(key: str) -> list[str | None]:
         out = []
@@ -185,7 +208,7 @@ def _frame(rows: list[dict[str, Any]], used: tuple[str, ...]) -> pl.DataFrame:
         return out
 
     data: dict[str, list[Any]] = {k: col(k) for k in used}
-    data[S.ARGS] = [enc.encode({k: v for k, v in r.items() if k not in used}).decode()
+    data[S.ARGS] = [enc.encode({k: v for k, v in r.items() if k not in taken}).decode()
                     for r in rows]
     return pl.DataFrame(data, schema={k: pl.String for k in data})
 
@@ -203,28 +226,75 @@ def _unusable(df: pl.DataFrame, col: str) -> int:
     return int(df.select((pl.col(col).is_not_null() & _number(col).is_null()).sum()).item())
 
 
+def _attrs_decoded(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with an ``hlo_attrs`` given as the text of a JSON object decoded (other
+    text is kept as it is)."""
+    text = row.get("hlo_attrs")
+    if not isinstance(text, str) or not text.lstrip().startswith("{"):
+        return row
+    try:
+        attrs = json.loads(text)
+    except ValueError:
+        return row
+    return {**row, "hlo_attrs": attrs} if isinstance(attrs, dict) else row
+
+
+def clues(meta: Any, instr_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What, besides ``summary``, says the time unit: a declared unit (``metadata``'s
+    ``timestamp_unit``/``time_unit``, else the one all instruction rows that carry a
+    ``timestamp_unit`` agree on) and ``metadata.total_time`` (seconds)."""
+    out: dict[str, Any] = {}
+    meta = meta if isinstance(meta, dict) else {}
+    for key in ("timestamp_unit", "time_unit"):
+        if isinstance(meta.get(key), str):
+            out["declared"], out["declared_by"] = meta[key].strip().lower(), f"metadata.{key}"
+            break
+    else:
+        units = {str(r["timestamp_unit"]).strip().lower() for r in instr_rows
+                 if r.get("timestamp_unit") is not None}
+        if len(units) == 1:
+            out["declared"], out["declared_by"] = units.pop(), "instruction.timestamp_unit"
+    if isinstance(meta.get("total_time"), (int, float)):
+        out["total_time"] = meta["total_time"]
+    return out
+
+
 def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], path: Path,
-              diag: Diagnostics) -> tuple[str, int, dict[str, Any]]:
-    """(unit, divisor to ns, what was measured)."""
+              diag: Diagnostics, other: dict[str, Any] | None = None,
+              ) -> tuple[str, int, dict[str, Any]]:
+    """(unit, divisor to ns, what was measured and from which clue: ``unit_source``).
+
+    ``summary.total_time`` first; without it, ``other`` (:func:`clues`): a declared unit,
+    then ``metadata.total_time``; else nanoseconds, as documented, with a warning."""
+    other = other or {}
     total = summary[0].get("total_time") if summary else None
+    source = "summary.total_time"
+    if not isinstance(total, (int, float)) or total <= 0:
+        declared = other.get("declared")
+        if declared in DECLARED_UNITS:
+            return declared, DECLARED_UNITS[declared], {"unit_source": other["declared_by"]}
+        total, source = other.get("total_time"), "metadata.total_time"
     if instr.height == 0:
-        return "ns", 1, {"note": "no instructions"}
+        return "ns", 1, {"note": "no instructions", "unit_source": "none (no instructions)"}
     span = instr.select(
         ((_number("timestamp") + _number("duration").fill_null(0)).max()
          - _number("timestamp").min()).alias("s")
     ).item()
     if not isinstance(total, (int, float)) or total <= 0 or not span:
-        diag.warn("device_time_unit", f"{shown(path)}: no summary.total_time to calibrate the "
-                  "time unit against; read as nanoseconds (as documented)")
-        return "ns", 1, {"span_raw": span, "total_time_s": total, "assumed": True}
+        diag.warn("device_time_unit", f"{shown(path)}: no summary.total_time, declared unit "
+                  "or metadata.total_time to calibrate the time unit against; read as "
+                  "nanoseconds (as documented)")
+        return "ns", 1, {"span_raw": span, "total_time_s": total, "assumed": True,
+                         "unit_source": "assumed: documented ns"}
     ratio = span / (total * 1e9)
-    calib = {"span_raw": span, "total_time_s": total, "ratio": round(ratio, 6)}
+    calib = {"span_raw": span, "total_time_s": total, "ratio": round(ratio, 6),
+             "unit_source": source}
     for low, high, unit, divisor in UNITS:
         if low <= ratio <= high:
             return unit, divisor, calib
     diag.warn("device_time_unit", f"{shown(path)}: instruction span is {ratio:.3g} x "
-              "summary.total_time, neither ns nor ps; read as nanoseconds (as documented)")
-    return "ns", 1, {**calib, "assumed": True}
+              f"{source}, neither ns nor ps; read as nanoseconds (as documented)")
+    return "ns", 1, {**calib, "assumed": True, "unit_source": "assumed: documented ns"}
 
 
 def _device(df: pl.DataFrame, table: str, divisor: int, nc: int | None) -> pl.DataFrame:
@@ -234,12 +304,14 @@ def _device(df: pl.DataFrame, table: str, divisor: int, nc: int | None) -> pl.Da
 
     if table == "instruction":
         name = pl.col("opcode").fill_null("instruction")
-        lane = N.engine(pl.col("label").fill_null("unknown"))
+        lane = N.engine(pl.coalesce("label", "subgroup").fill_null("unknown"))
         moved = pl.lit(None, pl.Int64)
     else:
-        name = pl.col("queue").fill_null("dma")
+        name = pl.coalesce("queue", "label", "subgroup").fill_null("dma")
         lane = pl.concat_str(pl.lit("dma / "), name)
-        moved = pl.col("transfer_size").str.strip_chars().cast(pl.Int64, strict=False)
+        moved = pl.coalesce(
+            *(pl.col(c).str.strip_chars().cast(pl.Int64, strict=False)
+              for c in ("transfer_size", "size")))
     ncl = pl.lit(nc, pl.Int64)
     return df.select(
         pl.lit(S.DEVICE).alias(S.LAYER),

@@ -17,7 +17,7 @@ is never used here; with only it on PATH, conversion fails with the legacy-JSON 
 to run instead (``--output-format json``, read by the legacy JSON readers).
 
 An NTFF is converted together with its NEFF (``-n x.neff -s y.ntff``): the NEFF in the
-same folder, or in a sibling ``neffs/`` folder, sharing its longest numeric id
+same folder, or in a ``neffs/`` folder in it or beside it, sharing its longest numeric id
 (``neff_123_vnc_0.neff`` / ``123_vnc_0.ntff``). A system trace (``ntrace.pb``) is
 converted with its session folder (``-d FOLDER``).
 """
@@ -80,10 +80,13 @@ class RawReader:
 
 
 def pair_neff(ntff: Path) -> Path | None:
-    """The NEFF an NTFF belongs to: alone in its folder (else in a sibling ``neffs/``
-    folder), or the one there sharing its longest numeric id."""
-    neffs = sorted(ntff.parent.glob("*.neff")) or \
-        sorted((ntff.parent.parent / NEFF_FOLDER).glob("*.neff"))
+    """The NEFF an NTFF belongs to: alone in its folder (else in a ``neffs/`` folder in
+    it or beside it), or the one there sharing its longest numeric id."""
+    neffs: list[Path] = []
+    for where in (ntff.parent, ntff.parent / NEFF_FOLDER, ntff.parent.parent / NEFF_FOLDER):
+        neffs = sorted(where.glob("*.neff"))
+        if neffs:
+            break
     if len(neffs) <= 1:
         return neffs[0] if neffs else None
     for num in N.numeric_ids(ntff.stem):
@@ -99,8 +102,8 @@ def view_args(capture: Path) -> list[str]:
         return ["-d", str(capture if capture.is_dir() else capture.parent)]
     neff = pair_neff(capture)
     if neff is None:
-        raise BadInput(f"{capture}: no .neff in {capture.parent} (or a sibling "
-                       f"{NEFF_FOLDER}/) shares this NTFF's numeric id; neuron-explorer "
+        raise BadInput(f"{capture}: no .neff in {capture.parent} (or a {NEFF_FOLDER}/ in "
+                       "it or beside it) shares this NTFF's numeric id; neuron-explorer "
                        "needs the pair (-n x.neff -s y.ntff)")
     return ["-n", str(neff), "-s", str(capture)]
 

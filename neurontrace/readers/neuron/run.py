@@ -91,12 +91,19 @@ def capture_folders(path: Path) -> list[Path]:
         return [path]
     process_dirs = [path] if PROCESS_DIR.match(path.name) else sorted(
         d for d in path.iterdir() if d.is_dir() and PROCESS_DIR.match(d.name))
-    return [t for d in process_dirs for t in sorted(d.iterdir())
+    return [t for d in process_dirs for t in ([d] if _flat(d) else sorted(d.iterdir()))
             if t.is_dir() and not t.name.startswith(".")]
 
 
+def _flat(process_dir: Path) -> bool:
+    """Whether ``process_dir`` holds its capture's files itself, with no timestamp
+    folder (the layout ``neuron-explorer inspect`` writes; formats.md §3b)."""
+    return any(f.is_file() and (f.name == SYSTEM_TRACE or f.suffix == ".ntff")
+               for f in process_dir.iterdir())
+
+
 def inspect(folder: Path) -> Capture:
-    m = PROCESS_DIR.match(folder.parent.name)
+    m = PROCESS_DIR.match(folder.parent.name) or PROCESS_DIR.match(folder.name)  # flat
     assert m is not None
     cap = Capture(folder, m.group("instance"), int(m.group("pid")))
     files = sorted(p for p in folder.rglob("*") if not any(

@@ -4,7 +4,9 @@
 after SDK 2.33): a top-level ``trace_event`` list, streamed a chunk at a time. Ids come
 as numbers or strings (``"process_id": "1234"``); both are read as integers, and text
 that is not a number is kept in ``pid_label``/``tid_label``. ``type`` 99999 is a
-framework event; ``nc_exec_running`` and the other hardware events (formats.md §5) are
+framework event, and so is an event without ``type`` whose ``group`` starts with
+``framework`` (a newer example in the Profiler 2.0 guide; formats.md §3b); its ``group``
+is then its category. ``nc_exec_running`` and the other hardware events (formats.md §5) are
 device rows; everything else is runtime. Times are epoch ns.
 
 Live fetch (``nrt_sys_trace_fetch_events``): ``{"events": [...]}`` with ``start`` and
@@ -124,6 +126,7 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
         "core_idx": _ints(items, "device_core_idx"),
         "exec_id": exec_id, "size": _ints(items, "size"),
         "instance": _column(items, "instance_id"),
+        "group": _column(items, "group"),
     }).with_columns(
         start=pl.coalesce("ts", "nc_ts"),
         lnc=pl.coalesce("lnc_idx", "nc_idx"),
@@ -134,14 +137,17 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
         diag.warn("bad_ts", f"{shown(path)}: {missing} event(s) after #{index} have no usable "
                   "timestamp; placed at time 0", missing)
     df = df.with_columns(pl.col("start").fill_null(0))
+    framework = (pl.col("type") == N.FRAMEWORK_TYPE) | (
+        pl.col("type_text").is_null()
+        & pl.col("group").str.to_lowercase().str.starts_with("framework").fill_null(False))
     layer = (
-        pl.when(pl.col("type") == N.FRAMEWORK_TYPE).then(pl.lit(S.FRAMEWORK))
+        pl.when(framework).then(pl.lit(S.FRAMEWORK))
         .when(pl.col("name").is_in(list(N.HARDWARE_EVENTS))).then(pl.lit(S.DEVICE))
         .otherwise(pl.lit(S.RUNTIME))
     )
     out = df.select(
         layer.alias(S.LAYER),
-        pl.col("type_text").alias(S.CATEGORY),
+        pl.coalesce("type_text", "group").alias(S.CATEGORY),
         pl.col("name").alias(S.NAME),
         pl.when(pl.col("dur").is_not_null()).then(pl.lit(S.SPAN))
         .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
