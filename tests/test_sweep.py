@@ -21,7 +21,8 @@ from neurontrace.diagnostics import Diagnostics
 
 from support import FIXTURES, corpus_dir
 
-REFUSED = {"truncated.json", "not-a-trace.json"}
+#: Fixtures that are no trace (refused, or a description of a format).
+REFUSED = {"truncated.json", "not-a-trace.json", "neuron-explorer-schema.json"}
 CASES = sorted(
     str(Path(p).relative_to(FIXTURES))
     for p in [*glob.glob(str(FIXTURES / "kineto" / "*.json*")),
