@@ -20,6 +20,10 @@ from neurontrace.executors import EXECUTORS
 from neurontrace.quickstart import arrow_without_pandas
 from neurontrace.scratch import Terminated, sigterm_raises
 
+#: The variable ``--explorer-timeout`` sets (``neurontrace.readers.neuron.raw.TIMEOUT_ENV``;
+#: not imported from there: this module imports no reader).
+EXPLORER_TIMEOUT = "NEURONTRACE_EXPLORER_TIMEOUT"
+
 
 class _Formats(click.Choice):
     """The readers' names as a choice, looked up only when ``--format`` is given or help
@@ -58,11 +62,15 @@ class _Formats(click.Choice):
               help="Convert every input again, even if an unchanged output is there.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.option("--explorer-timeout", type=click.FloatRange(min=0, min_open=True),
+              default=None, metavar="SECONDS",
+              help="Seconds neuron-explorer may take to decode a raw Neuron capture before "
+                   "it is killed (default $NEURONTRACE_EXPLORER_TIMEOUT, else 600).")
 @verbose_option
 @click.pass_context
 def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | None,
             rank: int | None, jobs: int, executor: str, address: str | None, force: bool,
-            progress: bool | None) -> None:
+            progress: bool | None, explorer_timeout: float | None) -> None:
     """Convert INPUTS (traces, or folders of them) to Parquet at OUT.
 
     One input file writes one Parquet file. Several inputs, or a folder, write a dataset
@@ -75,6 +83,10 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | N
     the free disk space at most, or NEURONTRACE_SPILL_LIMIT bytes (e.g. 500G).
     """
     verbose = (ctx.obj or {}).get("verbose", 0)
+    if explorer_timeout is not None:  # read by neurontrace.readers.neuron.raw
+        before = os.environ.get(EXPLORER_TIMEOUT)
+        os.environ[EXPLORER_TIMEOUT] = repr(explorer_timeout)
+        ctx.call_on_close(lambda: _restore(EXPLORER_TIMEOUT, before))
     with sigterm_raises():
         try:
             result = _run(inputs, out, fmt, rank, jobs, executor, address, force, progress)
@@ -113,6 +125,14 @@ def _run(inputs: tuple[Path, ...], out: str, fmt: str | None, rank: int | None, 
                                    executor=executor, address=address, force=force)
     finally:
         bar.close()
+
+
+def _restore(name: str, value: str | None) -> None:
+    """Put the environment variable ``name`` back to ``value`` (None: unset)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def _regular_file(path: Path) -> bool:

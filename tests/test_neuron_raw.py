@@ -134,14 +134,19 @@ def test_convert_passes_ingest_only_and_returns_with_no_explorer_process_left(
     assert not [f for f in _files(cache) if ".neurontrace-tmp-" in f]  # no run folder left
 
 
+@pytest.mark.parametrize("how", ["env", "flag"])
 def test_a_hanging_explorer_is_killed_at_the_timeout_with_one_line_and_exit_2(
-        tmp_path: Path, tools: dict[str, Path]) -> None:
+        tmp_path: Path, tools: dict[str, Path], how: str) -> None:
     ntff = _capture(tmp_path)
     out = tmp_path / "out" / "c.parquet"
     (tmp_path / "out").mkdir()
     start = time.monotonic()
-    done = _convert([str(ntff), str(out)], _env(
-        tools["bin"], STANDIN_HANG="1", NEURONTRACE_EXPLORER_TIMEOUT="2"))
+    if how == "env":
+        done = _convert([str(ntff), str(out)], _env(
+            tools["bin"], STANDIN_HANG="1", NEURONTRACE_EXPLORER_TIMEOUT="2"))
+    else:  # the flag wins over the variable
+        done = _convert(["--explorer-timeout", "2", str(ntff), str(out)], _env(
+            tools["bin"], STANDIN_HANG="1", NEURONTRACE_EXPLORER_TIMEOUT="500"))
     assert time.monotonic() - start < LIMIT
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
@@ -221,3 +226,10 @@ def test_capture_records_a_hanging_explorer_as_timed_out_and_kills_it(
     assert record["command"][-3:] == ["--ingest-only", "--display-name", "0001"]
     assert record["output"] is None  # the half-ingested folder was removed
     assert not any(_alive(p) for p in _pids(tools["pids"]))
+
+
+def test_the_convert_flag_sets_the_variable_raw_reads() -> None:
+    from neurontrace.cli import convert
+    from neurontrace.readers.neuron import raw
+
+    assert convert.EXPLORER_TIMEOUT == raw.TIMEOUT_ENV
