@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -181,3 +182,49 @@ def test_unknown_event_sources_are_runtime_rows_with_a_warning(
     df, _ = frame(folder, diag)
     assert df[S.LAYER].to_list() == [S.RUNTIME]
     assert bool(diag.counts["unknown_event_source"]) == (source is not None)
+
+
+SESSION = FIX / "view_d_session" / "profiles" / "global"
+
+
+def test_a_view_d_session_reads_every_device_folder_its_device_profile_list_names() -> None:
+    diag = Diagnostics()
+    df, meta = frame(SESSION / "session@latest", diag)
+    instr = df.filter(pl.col(S.CATEGORY) == "Instruction").sort(S.DEVICE_COL)
+    assert instr.select(S.DEVICE_COL, S.INSTANCE_ID, S.PID).rows() == [
+        (0, "i-0abc", 4242), (1, "i-0abc", 4242)]
+    # Each placed by its own core's nc_exec_running: device 10 us, execution from 5 us.
+    assert instr[S.START_NS].to_list() == [T0 + 1_100_000 + 5_000, T0 + 1_200_000 + 5_000]
+    bound = meta["trace"]["neuron"]["device_profiles"]
+    assert [(b["device_profile_name"], b["nc_id"], b["model_id"]) for b in bound] == [
+        ("neff_7_vnc_0", 0, 7), ("neff_9_vnc_0", 1, 9)]
+    assert set(meta["clock"]["device"]) == {"i-0abc pid 4242 nc 0", "i-0abc pid 4242 nc 1"}
+    assert diag.counts == {}
+
+
+def test_the_neuroncore_comes_from_device_profile_list_not_the_folder_name() -> None:
+    df, _ = frame(SESSION / "session@latest")
+    nc1 = df.filter((pl.col(S.CATEGORY) == "Instruction") & (pl.col(S.DEVICE_COL) == 1))
+    assert nc1.height == 1 and nc1[S.TRACK].item().startswith("nc 1 /")  # named _vnc_0
+
+
+def test_a_device_folder_alone_takes_its_core_from_metadata_neuroncore_idx() -> None:
+    diag = Diagnostics()
+    df, _ = frame(SESSION / "neff_7_vnc_0@latest", diag)
+    assert df[S.DEVICE_COL].to_list() == [0]
+    assert "neuroncore_from_folder_name" not in diag.counts
+
+
+def test_a_device_folder_without_a_recorded_core_falls_back_on_its_name_warned() -> None:
+    diag = Diagnostics()
+    df, _ = frame(SESSION / "neff_9_vnc_0@latest", diag)
+    assert df[S.DEVICE_COL].to_list() == [0]
+    assert diag.counts["neuroncore_from_folder_name"] == 1
+
+
+def test_a_device_profile_without_its_folder_is_warned_and_skipped(tmp_path: Path) -> None:
+    shutil.copytree(SESSION / "session@latest", tmp_path / "session@latest")
+    diag = Diagnostics()
+    df, _ = frame(tmp_path / "session@latest", diag)
+    assert df.filter(pl.col(S.CATEGORY) == "Instruction").height == 0
+    assert diag.counts["device_profile_missing"] == 2

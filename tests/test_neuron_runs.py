@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -195,3 +196,16 @@ def test_converted_outputs_are_never_written_into_the_inputs(tmp_path: Path) -> 
     after = sorted((p.relative_to(RUN).as_posix(), p.stat().st_mtime_ns)
                    for p in RUN.rglob("*"))
     assert before == after
+
+
+def test_a_run_folder_reads_a_view_d_session_once_with_its_device_folders(
+        tmp_path: Path) -> None:
+    cap = tmp_path / "run" / "i-0abc_pid_4242" / "20250101T000000"
+    shutil.copytree(FIX / "view_d_session" / "profiles", cap / "profiles")
+    out = tmp_path / "ds"
+    result = neurontrace.convert(tmp_path / "run", out)
+    df = neurontrace.scan(out).collect()
+    instr = df.filter(pl.col(S.CATEGORY) == "Instruction")
+    assert sorted(instr[S.DEVICE_COL].to_list()) == [0, 1]  # each device folder once
+    assert df.filter(pl.col(S.NAME) == "nc_exec_running").height == 2
+    assert len(result.outputs) == 1

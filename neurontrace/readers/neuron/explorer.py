@@ -17,6 +17,16 @@ Rows (see formats.md §3 for every field):
   ``SystemProfileMetadata``, ``DeviceProfileList``: kept whole in the output's
   ``neurontrace.trace`` metadata under ``neuron.tables``.
 
+A ``neuron-explorer view -d <session>`` writes one system folder (``SystemProfileEvents``,
+``DeviceProfileList``, ...) and, beside it, one ``<device_profile_name>@latest`` folder per
+``DeviceProfileList`` row (seen in Deep-Learning-Profiling-Tools/Tilebench
+``tilebench/core/nki_timer.py``, run on trn2; the device folder's name is the schema's
+``device_profile_name`` plus ``@latest``, a guess until a real session confirms it).
+Reading the system folder reads its bound device folders too (:func:`device_profiles`):
+their rows carry the row's instance and process, their NeuronCore is
+``DeviceProfileList.nc_id``, else ``Metadata.neuroncore_idx``, else (warned) a ``_vnc_N``
+in the folder name.
+
 Columns this reader does not know go to ``args``; missing optional columns are null.
 """
 
@@ -24,6 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +92,66 @@ def is_explorer_folder(folder: Path) -> bool:
     return folder.is_dir() and bool(tables(folder).keys() & {SYSTEM, *DEVICE_TABLES})
 
 
+@dataclass(frozen=True)
+class DeviceProfile:
+    """A device folder of a ``view -d`` session, bound to its ``DeviceProfileList`` row."""
+
+    name: str
+    folder: Path
+    instance_id: str | None
+    process_id: int | None
+    nc_id: int | None
+    session_id: int | None
+    model_id: int | None
+
+    def label(self, nc: int | None) -> str:
+        """``i-0abc pid 4242 nc 0``: the key of this profile's placement."""
+        return f"{self.instance_id or '?'} pid {self.process_id} nc {'?' if nc is None else nc}"
+
+    def describe(self) -> dict[str, Any]:
+        return {"device_profile_name": self.name, "folder": str(self.folder),
+                "instance_id": self.instance_id, "process_id": self.process_id,
+                "nc_id": self.nc_id, "session_id": self.session_id, "model_id": self.model_id}
+
+
+def device_profiles(folder: Path, rows: list[dict[str, Any]] | None,
+                    diag: Diagnostics | None = None) -> list[DeviceProfile]:
+    """The device folders bound to the system folder ``folder`` by its ``DeviceProfileList``
+    ``rows``: ``<device_profile_name>@latest`` beside ``folder`` (in ``folder`` itself as a
+    fallback). A row whose folder is missing is warned about (when ``diag``) and skipped."""
+    out: list[DeviceProfile] = []
+    for r in rows or []:
+        name = r.get("device_profile_name")
+        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+            continue
+        cands = [folder.parent / f"{name}@latest", folder / f"{name}@latest", folder / name]
+        found = next((c for c in cands if c != folder and is_explorer_folder(c)), None)
+        if found is None:
+            if diag is not None:
+                diag.warn("device_profile_missing",
+                          f"{shown(folder)}: DeviceProfileList names {name!r}, but no folder "
+                          f"{name}@latest is beside it; its device rows are not read")
+            continue
+        inst = r.get("instance_id")
+        out.append(DeviceProfile(
+            name, found, inst if isinstance(inst, str) else None,
+            N.int_value(r.get("process_id")), N.int_value(r.get("nc_id")),
+            N.int_value(r.get("session_id")), N.int_value(r.get("model_id"))))
+    return out
+
+
+def bound_folders(folder: Path) -> set[Path]:
+    """The device folders a system folder's ``DeviceProfileList`` binds (read with it)."""
+    files = tables(folder).get("DeviceProfileList", []) if folder.is_dir() else []
+    rows: list[dict[str, Any]] = []
+    for f in files:
+        try:
+            rows += pq.read_table(f).to_pylist()[:SIDE_ROWS]
+        except (pa.ArrowException, OSError):
+            continue  # refused, in one line, when the folder itself is read
+    return {p.folder for p in device_profiles(folder, rows)}
+
+
 class ExplorerReader:
     name = "neuron-explorer"
     description = "Neuron Explorer Parquet folder (neuron-explorer view --output-format parquet)"
@@ -116,12 +187,20 @@ class _Read:
         host, syncs = self._host_windows()
         for frame in self._frames(SYSTEM):
             yield N.to_batch(_system(frame, self.diag, self.folder))
-        placements: dict[int | None, Placement] = {}
-        nc_default = _profile_nc(self.folder, side.get("Metadata"))
-        for table in DEVICE_TABLES:
-            for frame in self._frames(table):
-                yield from self._device(table, frame, nc_default, host, syncs,
-                                        side.get("ExecutionInfo"), placements)
+        placements: dict[str, Placement] = {}
+        if self.tables.keys() & set(DEVICE_TABLES):
+            nc_default = _profile_nc(self.folder, side.get("Metadata"), self.diag)
+            yield from self.device_batches(nc_default, None, host, syncs,
+                                           side.get("ExecutionInfo"), placements)
+        profiles = device_profiles(self.folder, side.get("DeviceProfileList"), self.diag)
+        for prof in profiles:
+            sub = _Read(prof.folder, self.diag, None, self.ev)
+            sub_side = {t: sub._side(t) for t in ("Metadata", "ExecutionInfo")
+                        if t in sub.tables}
+            nc = (prof.nc_id if prof.nc_id is not None
+                  else _profile_nc(prof.folder, sub_side.get("Metadata"), self.diag))
+            yield from sub.device_batches(nc, prof, host, syncs, sub_side.get("ExecutionInfo"),
+                                          placements)
         self.ev.trace = {"neuron": {
             "format": "explorer-parquet",
             "profile_schema_version": version,
@@ -130,12 +209,12 @@ class _Read:
             "tables_not_read": sorted(
                 t for t in self.tables if t not in (SYSTEM, *DEVICE_TABLES, *SIDE_TABLES)
             ),
+            **({"device_profiles": [p.describe() for p in profiles]} if profiles else {}),
         }}
         self.ev.clock = {
             "base_time_ns": 0,
             "host": "SystemProfileEvents start_ts, epoch ns, exact",
-            "device": {("nc ?" if nc is None else f"nc {nc}"): p.describe()
-                       for nc, p in placements.items()},
+            "device": {label: p.describe() for label, p in placements.items()},
             "note": "host and device clocks are not synchronised; device times are "
                     "placed on host time by the method given per NeuronCore",
         }
@@ -191,20 +270,22 @@ class _Read:
     def _host_windows(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """``nc_exec_running`` per execution and sync points, from the system table."""
         cols = ["name", "start_ts", "end_ts", "duration_ns", "nc_idx", "flow_id",
-                "extra_attributes_json"]
+                "extra_attributes_json", "process_id"]
         parts = [
             df.filter(pl.col("name").is_in([N.EXEC_EVENT, N.SYNC_EVENT]))
             for df in self._frames(SYSTEM, cols) if "name" in df.columns
         ]
         parts = [_with_defaults(p, cols) for p in parts if p.height]
-        empty_h = pl.DataFrame(schema={"nc": pl.Int64, "start": pl.Int64, "end": pl.Int64,
-                                       S.EXECUTION: pl.String})
+        empty_h = pl.DataFrame(schema={"nc": pl.Int64, "pid": pl.Int64, "start": pl.Int64,
+                                       "end": pl.Int64, S.EXECUTION: pl.String})
         empty_s = pl.DataFrame(schema={"host_ts": pl.Int64, "device_ts": pl.Int64})
         if not parts:
             return empty_h, empty_s
         df = pl.concat(parts, how="diagonal_relaxed")
+        df = df.with_columns(N.int_or_label(df.get_column("process_id"))[0].alias("_pid"))
         ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
             nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
+            pid=pl.col("_pid").cast(pl.Int64, strict=False),
             start=pl.col("start_ts").cast(pl.Int64),
             end=pl.col("start_ts").cast(pl.Int64) + _duration().fill_null(0),
             execution=_execution(df),
@@ -212,19 +293,31 @@ class _Read:
             pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
                 pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
                 pl.col("start").cast(pl.String))).alias(S.EXECUTION))
-        host = ex.group_by("nc", S.EXECUTION).agg(pl.col("start").min(),
-                                                  pl.col("end").max())
+        host = ex.group_by("nc", "pid", S.EXECUTION).agg(pl.col("start").min(),
+                                                         pl.col("end").max())
         syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
             host_ts=pl.col("start_ts").cast(pl.Int64),
             device_ts=_json_int("extra_attributes_json", _SYNC_DEVICE_KEYS),
         ).drop_nulls()
-        return host.select("nc", "start", "end", S.EXECUTION), syncs
+        return host.select("nc", "pid", "start", "end", S.EXECUTION), syncs
 
     # -- device tables ----------------------------------------------------------------
 
+    def device_batches(self, nc_default: int | None, prof: DeviceProfile | None,
+                       host: pl.DataFrame, syncs: pl.DataFrame,
+                       execinfo: list[dict[str, Any]] | None,
+                       placements: dict[str, Placement]) -> Iterator[pa.RecordBatch]:
+        """This folder's device tables, placed on host time; with ``prof`` (a bound device
+        folder) its rows carry the profile's instance and process."""
+        for table in DEVICE_TABLES:
+            for frame in self._frames(table):
+                yield from self._device(table, frame, nc_default, prof, host, syncs,
+                                        execinfo, placements)
+
     def _device(self, table: str, df: pl.DataFrame, nc_default: int | None,
-                host: pl.DataFrame, syncs: pl.DataFrame, execinfo: list[dict[str, Any]] | None,
-                placements: dict[int | None, Placement]) -> Iterator[pa.RecordBatch]:
+                prof: DeviceProfile | None, host: pl.DataFrame, syncs: pl.DataFrame,
+                execinfo: list[dict[str, Any]] | None,
+                placements: dict[str, Placement]) -> Iterator[pa.RecordBatch]:
         if "start_ts" not in df.columns:
             raise BadInput(f"{shown(self.folder)}/{table}: no start_ts column")
         df = _with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
@@ -236,13 +329,18 @@ class _Read:
         )
         for (nc,), part in df.group_by("_nc", maintain_order=True):
             nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]
-            if nc_i not in placements:
-                placements[nc_i] = self._placement(table, nc_i, host, syncs, execinfo)
-            rows = placements[nc_i].apply(_device_rows(table, part))
+            label = prof.label(nc_i) if prof else ("nc ?" if nc_i is None else f"nc {nc_i}")
+            if label not in placements:
+                placements[label] = self._placement(table, nc_i, prof, host, syncs, execinfo)
+            rows = placements[label].apply(_device_rows(table, part))
+            if prof is not None:
+                rows = rows.with_columns(pl.lit(prof.instance_id, pl.String).alias(S.INSTANCE_ID),
+                                         pl.lit(prof.process_id, pl.Int64).alias(S.PID))
             yield N.to_batch(rows)
 
-    def _placement(self, table: str, nc: int | None, host: pl.DataFrame,
-                   syncs: pl.DataFrame, execinfo: list[dict[str, Any]] | None) -> Placement:
+    def _placement(self, table: str, nc: int | None, prof: DeviceProfile | None,
+                   host: pl.DataFrame, syncs: pl.DataFrame,
+                   execinfo: list[dict[str, Any]] | None) -> Placement:
         starts: list[int] = []
         for t in DEVICE_TABLES:
             for df in self._frames(t, ["start_ts", "nc_idx"]):
@@ -254,13 +352,16 @@ class _Read:
                 if s is not None:
                     starts.append(s)
         device_start = min(starts, default=None)
+        if prof is not None and prof.process_id is not None:
+            # nc_idx is process-local: another process's NeuronCore 0 is not this one.
+            host = host.filter(pl.col("pid").is_null() | (pl.col("pid") == prof.process_id))
         ncs = host.get_column("nc").unique().drop_nulls().to_list()
         if nc is not None:
             host = host.filter(pl.col("nc") == nc)
         elif len(ncs) > 1:
             host = host.clear()  # which NeuronCore's executions? unknown: do not guess
         executions = _executions(execinfo, nc)
-        p = place(device_start, executions, host, syncs)
+        p = place(device_start, executions, host.drop("pid"), syncs)
         if p.method == "none":
             self.diag.warn("device_clock_unplaced",
                            f"{shown(self.folder)}/{table}: nothing places NeuronCore {nc}'s "
@@ -672,14 +773,21 @@ def _schema_version(meta: list[dict[str, Any]] | None, folder: Path,
     return version
 
 
-def _profile_nc(folder: Path, meta: list[dict[str, Any]] | None) -> int | None:
+def _profile_nc(folder: Path, meta: list[dict[str, Any]] | None,
+                diag: Diagnostics) -> int | None:
+    """The NeuronCore of a device folder: ``Metadata.neuroncore_idx`` (documented; the older
+    guesses ``nc_idx``, ``logical_nc_idx``, ``vnc_idx`` after it), else, warned, a ``_vnc_N``
+    in the folder's name or its parent's."""
     for row in meta or []:
-        for key in ("nc_idx", "logical_nc_idx", "vnc_idx"):
+        for key in ("neuroncore_idx", "nc_idx", "logical_nc_idx", "vnc_idx"):
             v = N.int_value(row.get(key))
             if v is not None:
                 return v
     for part in (folder.name, folder.parent.name):
         nc = N.nc_from_name(part)
         if nc is not None:
+            diag.warn("neuroncore_from_folder_name",
+                      f"{shown(folder)}: no DeviceProfileList.nc_id or Metadata.neuroncore_idx; "
+                      f"NeuronCore {nc} taken from the name {part!r}")
             return nc
     return None

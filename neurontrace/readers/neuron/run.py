@@ -41,7 +41,11 @@ from neurontrace.readers.base import Events, Progress, Reader, Source, rank_from
 from neurontrace.readers.jsonstream import read_head
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
-from neurontrace.readers.neuron.explorer import ExplorerReader, is_explorer_folder
+from neurontrace.readers.neuron.explorer import (
+    ExplorerReader,
+    bound_folders,
+    is_explorer_folder,
+)
 from neurontrace.readers.neuron.raw import SYSTEM_TRACE, explorer_output, pair_neff, view_args
 from neurontrace.readers.neuron.system_json import LiveFetchReader, SystemJsonReader
 
@@ -124,6 +128,10 @@ def inspect(folder: Path) -> Capture:
             cap.system_trace = f
         elif f.suffix == ".ntff":
             cap.pairs.append((f, pair_neff(f)))
+    # A view -d session's device folders are read with its system folder, not alone.
+    bound = {b for r, f in cap.converted if isinstance(r, ExplorerReader)
+             for b in bound_folders(f)}
+    cap.converted = [(r, f) for r, f in cap.converted if f not in bound]
     return cap
 
 
