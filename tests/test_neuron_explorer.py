@@ -228,3 +228,18 @@ def test_a_device_profile_without_its_folder_is_warned_and_skipped(tmp_path: Pat
     df, _ = frame(tmp_path / "session@latest", diag)
     assert df.filter(pl.col(S.CATEGORY) == "Instruction").height == 0
     assert diag.counts["device_profile_missing"] == 2
+
+
+def test_system_pcore_is_the_device_core_and_device_table_pcore_is_within_the_nc() -> None:
+    """LNC=2: SystemProfileEvents.pcore_idx counts physical cores within the device; the
+    device tables' pcore_idx is 0 or 1 within the logical core. Their tracks say which."""
+    df, _ = frame(SESSION / "session@latest")
+    hw = df.filter((pl.col(S.NAME) == "nc_exec_running") & (pl.col(S.DEVICE_COL) == 1))
+    assert hw[S.TRACK].to_list() == ["nc 1 / device core 2 / nc_exec_running"]
+    assert json.loads(hw[S.ARGS].item())["pcore_idx"] == 2
+    instr = df.filter((pl.col(S.CATEGORY) == "Instruction") & (pl.col(S.DEVICE_COL) == 1))
+    assert instr[S.TRACK].to_list() == ["nc 1 / pcore 0 / tensor"]
+    df, _ = frame(RMSNORM)
+    lnc2 = df.filter(pl.col(S.NAME) == "nc_exec_running")[S.TRACK].unique().sort().to_list()
+    assert lnc2 == ["nc 0 / device core 0 / nc_exec_running",
+                    "nc 0 / device core 1 / nc_exec_running"]

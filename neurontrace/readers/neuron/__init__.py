@@ -6,8 +6,10 @@ produce the same columns and name tracks and executions the same way::
 
     layer    track                          execution
     device   nc 0 / tensor                  nc0:exec7   (Instruction rows of execution 7)
-    device   nc 0 / pcore 1 / tensor        nc0:exec7   (the source names a physical core)
+    device   nc 0 / pcore 1 / tensor        nc0:exec7   (physical core 0/1 of logical core 0)
     device   nc 0 / nc_exec_running         nc0:exec7
+    device   nc 1 / device core 2 / nc_exec_running     (Explorer system rows: the physical
+                                                         core's index within the device)
     runtime  (derived: thread <tid>)        null
 
 Host rows (framework and runtime) get no track here: the assembler names them from
@@ -155,13 +157,17 @@ def engine(name: pl.Expr) -> pl.Expr:
     return name.str.strip_chars().str.to_lowercase()
 
 
-def device_track(nc: pl.Expr, lane: pl.Expr, pcore: pl.Expr | None = None) -> pl.Expr:
-    """``nc 0 / tensor``; with a physical core ``nc 0 / pcore 1 / tensor``."""
+def device_track(nc: pl.Expr, lane: pl.Expr, pcore: pl.Expr | None = None,
+                 core_label: str = "pcore") -> pl.Expr:
+    """``nc 0 / tensor``; with a physical core ``nc 0 / pcore 1 / tensor``. ``nc`` is the
+    logical NeuronCore; ``core_label`` says what ``pcore`` counts: ``pcore`` (0 or 1
+    within the logical core, Explorer's device tables) or ``device core`` (the physical
+    core within the device, Explorer's ``SystemProfileEvents.pcore_idx``)."""
     nc_text = pl.coalesce(nc.cast(pl.String), pl.lit("?"))
     parts = [pl.lit("nc "), nc_text, pl.lit(" / ")]
     if pcore is not None:
         parts = [*parts, pl.when(pcore.is_not_null()).then(
-            pl.concat_str(pl.lit("pcore "), pcore.cast(pl.String), pl.lit(" / "))
+            pl.concat_str(pl.lit(f"{core_label} "), pcore.cast(pl.String), pl.lit(" / "))
         ).otherwise(pl.lit(""))]
     return pl.concat_str([*parts, lane])
 

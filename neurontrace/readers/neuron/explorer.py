@@ -686,7 +686,8 @@ def _system(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFrame:
     )
     out = out.with_columns(
         pl.when(pl.col(S.LAYER) == S.DEVICE)
-        .then(N.device_track(nc, pl.col(S.NAME), pl.col("pcore_idx")))
+        # pcore_idx here is the physical core within the device (not 0/1 within nc_idx).
+        .then(N.device_track(nc, pl.col(S.NAME), pl.col("pcore_idx"), "device core"))
         .alias(S.TRACK),
     )
     args = N.args_json(df, ["id", "pcore_idx", "worker_gid", *extra, "extra_attributes_json"],
