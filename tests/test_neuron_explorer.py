@@ -17,6 +17,7 @@ from neurontrace import schema as S
 from neurontrace.cli.main import cli
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers import detect
+from neurontrace.readers.neuron.clock import durations_agree, pair_by_duration, place
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "neuron"
 RMSNORM = FIX / "explorer_rmsnorm_vnc_0"
@@ -243,3 +244,48 @@ def test_system_pcore_is_the_device_core_and_device_table_pcore_is_within_the_nc
     lnc2 = df.filter(pl.col(S.NAME) == "nc_exec_running")[S.TRACK].unique().sort().to_list()
     assert lnc2 == ["nc 0 / device core 0 / nc_exec_running",
                     "nc 0 / device core 1 / nc_exec_running"]
+
+
+TWO_NEFF = FIX / "explorer_two_neff_flows"
+
+
+def test_two_neffs_reusing_a_flow_id_are_two_executions() -> None:
+    df, _ = frame(TWO_NEFF)
+    runs = df.filter(pl.col(S.NAME) == "nc_exec_running").sort(S.START_NS)
+    assert runs[S.EXECUTION].to_list() == ["nc0:model7:execf1", "nc0:model7:execf1",
+                                           "nc0:model9:execf1", "nc0:model7:execf2"]
+
+
+def test_a_device_execution_pairs_with_the_host_one_of_its_duration_not_the_first() -> None:
+    df, meta = frame(TWO_NEFF)
+    instr = df.filter(pl.col(S.CATEGORY) == "Instruction").row(0, named=True)
+    # ExecutionInfo 5..158 us (153 us) is the third host execution (150 us), not the first.
+    assert instr[S.START_NS] == T0 + 1_400_000 + (10_000 - 5_000)
+    assert instr[S.EXECUTION] == "nc0:model7:execf2"
+    placed = meta["clock"]["device"]["nc 0"]
+    assert (placed["pairing"], placed["largest_mismatch_ns"]) == ("duration", 3_000)
+
+
+def test_durations_agree_within_ten_microseconds_or_two_per_mille() -> None:
+    assert durations_agree(100_000, 110_000) and not durations_agree(100_000, 110_001)
+    # 0.2% of the longer: 20_040 ns of 10_020_040 ns.
+    assert durations_agree(10_000_000, 10_020_040)
+    assert not durations_agree(10_000_000, 10_020_041)
+    # Equal durations: order decides; a device execution with no match stays unpaired.
+    assert pair_by_duration([50, 50, 999_999], [50, 50, 50]) == [(0, 0), (1, 1)]
+
+
+def test_executions_pair_in_order_when_no_duration_agrees() -> None:
+    d = pl.DataFrame({"d_start": [0, 500_000], "d_end": [100_000, 600_000]})
+    h = pl.DataFrame({"start": [10_000_000, 20_000_000], "end": [10_400_000, 20_400_000],
+                      "execution": ["nc0:exec1", "nc0:exec2"]})
+    p = place(0, d, h, None)
+    assert p.describe()["pairing"] == "order" and p.describe()["largest_mismatch_ns"] == 300_000
+
+
+def test_a_bound_device_profile_pairs_only_with_its_model_s_executions() -> None:
+    df, meta = frame(SESSION / "session@latest")
+    # nc 1's profile is model 9's: its one execution is placed on model 9's window.
+    nc1 = df.filter((pl.col(S.CATEGORY) == "Instruction") & (pl.col(S.DEVICE_COL) == 1))
+    assert nc1[S.EXECUTION].to_list() == ["nc1:model9:execf1"]
+    assert meta["clock"]["device"]["i-0abc pid 4242 nc 1"]["pairing"] == "duration"

@@ -172,12 +172,17 @@ def device_track(nc: pl.Expr, lane: pl.Expr, pcore: pl.Expr | None = None,
     return pl.concat_str([*parts, lane])
 
 
-def execution_key(nc: pl.Expr, exec_id: pl.Expr) -> pl.Expr:
+def execution_key(nc: pl.Expr, exec_id: pl.Expr, model: pl.Expr | None = None) -> pl.Expr:
     """``nc0:exec7``: one execution of a NEFF on a logical NeuronCore. With LNC=2 the
-    rows of both physical cores carry the same key."""
+    rows of both physical cores carry the same key. With ``model`` (where it is not
+    null) ``nc0:model7:execf1``: flow ids are small per-model counters, so two NEFFs on
+    one core can reuse one and only (model, flow) names an execution."""
+    model_part = (pl.lit("") if model is None else pl.when(model.is_not_null()).then(
+        pl.concat_str(pl.lit("model"), model.cast(pl.String), pl.lit(":"))
+    ).otherwise(pl.lit("")))
     return pl.when(exec_id.is_not_null()).then(pl.concat_str(
-        pl.lit("nc"), pl.coalesce(nc.cast(pl.String), pl.lit("?")),
-        pl.lit(":exec"), exec_id.cast(pl.String),
+        pl.lit("nc"), pl.coalesce(nc.cast(pl.String), pl.lit("?")), pl.lit(":"),
+        model_part, pl.lit("exec"), exec_id.cast(pl.String),
     ))
 
 

@@ -6,15 +6,20 @@ is an estimate, and the method and its uncertainty go into the output's metadata
 order of preference:
 
 1. ``epoch``: device times already look epoch-based (>= 1e15 ns): kept.
-2. ``execution_windows``: executions as the device saw them (``ExecutionInfo``) paired,
-   in order, with the same NeuronCore's ``nc_exec_running`` spans on the host. Each
-   device row moves by its own execution's offset and takes that execution's key::
+2. ``execution_windows``: executions as the device saw them (``ExecutionInfo``) paired
+   with the same NeuronCore's ``nc_exec_running`` spans on the host by duration (equal
+   within :data:`PAIR_TOLERANCE_NS` or :data:`PAIR_TOLERANCE_RATIO` of the longer one),
+   order only breaking ties (:func:`pair_by_duration`; a device profile may hold only
+   some of the executions: Tilebench's ``nki_timer.py`` notes the NTFF covers the first);
+   when no duration agrees, in order, said so. Each device row moves by its own
+   execution's offset and takes that execution's key::
 
        host    |--- exec 0 ---|          |--- exec 1 ---|      nc_exec_running (epoch)
        device  |-- exec 0 --|        |-- exec 1 --|            ExecutionInfo (relative)
                offset_0 = h0 - d0    offset_1 = h1 - d1
 
-   Uncertainty: the largest difference between the two durations of one execution.
+   Uncertainty: the largest difference between the two durations of one paired
+   execution (``largest_mismatch_ns``, with ``pairing`` ``duration`` or ``order``).
 3. ``timestamp_sync_point``: host and device time of sync events:
    ``host = sync_host + (t_device - sync_device)``, with the median offset; uncertainty:
    the spread of the offsets.
@@ -34,6 +39,30 @@ from neurontrace import schema as S
 from neurontrace.readers.neuron import EPOCH_MIN_NS
 
 _I64 = pl.Int64
+#: Two durations of one execution agree within 10 us or 0.2% of the longer, whichever is
+#: larger (device and host see the same execution through different clocks).
+PAIR_TOLERANCE_NS = 10_000
+PAIR_TOLERANCE_RATIO = 0.002
+
+
+def durations_agree(a: int, b: int) -> bool:
+    """Whether two durations (ns) can be the same execution's (see the tolerances)."""
+    return abs(a - b) <= max(PAIR_TOLERANCE_NS, PAIR_TOLERANCE_RATIO * max(a, b))
+
+
+def pair_by_duration(device: list[int], host: list[int]) -> list[tuple[int, int]]:
+    """``(i, j)`` pairs of device execution ``i`` with host execution ``j`` (both lists of
+    durations in start order): each device execution takes the first host execution after
+    the last pair whose duration agrees (:func:`durations_agree`); one without is left
+    unpaired. Order is kept, so order breaks ties between equal durations."""
+    pairs: list[tuple[int, int]] = []
+    j0 = 0
+    for i, d in enumerate(device):
+        j = next((j for j in range(j0, len(host)) if durations_agree(d, host[j])), None)
+        if j is not None:
+            pairs.append((i, j))
+            j0 = j + 1
+    return pairs
 
 
 @dataclass
@@ -111,22 +140,36 @@ def place(device_start: int | None, executions: pl.DataFrame | None,
 
 
 def _by_windows(executions: pl.DataFrame, host: pl.DataFrame) -> Placement:
-    d = executions.sort("d_start").with_row_index("k")
-    h = host.sort("start").with_row_index("k")
-    pairs = d.join(h, on="k", how="inner")
-    windows = pairs.select(
+    d = executions.sort("d_start")
+    h = host.sort("start")
+    d_dur = (d.get_column("d_end") - d.get_column("d_start")).to_list()
+    h_dur = (h.get_column("end") - h.get_column("start")).to_list()
+    pairs = pair_by_duration(d_dur, h_dur)
+    method = "duration"
+    if not pairs:  # no duration agrees: in order, as far as both go
+        pairs = [(k, k) for k in range(min(d.height, h.height))]
+        method = "order"
+    di = pl.Series("di", [i for i, _ in pairs], _I64)
+    hi = pl.Series("hi", [j for _, j in pairs], _I64)
+    dp = d.with_row_index("di").with_columns(pl.col("di").cast(_I64)).join(
+        pl.DataFrame([di, hi]), on="di")
+    paired = dp.join(h.with_row_index("hi").with_columns(pl.col("hi").cast(_I64)), on="hi")
+    windows = paired.select(
         pl.col("d_start").cast(_I64),
         (pl.col("start") - pl.col("d_start")).cast(_I64).alias("offset"),
         pl.col("execution").alias(S.EXECUTION),
     )
-    drift = pairs.select(
+    drift = paired.select(
         ((pl.col("end") - pl.col("start")) - (pl.col("d_end") - pl.col("d_start")))
         .abs().max()
     ).item()
-    details: dict[str, Any] = {}
-    if d.height != h.height:
+    mismatch = int(drift) if drift is not None else None
+    details: dict[str, Any] = {
+        "pairing": method, "largest_mismatch_ns": mismatch,
+        "tolerance": f"{PAIR_TOLERANCE_NS} ns or {PAIR_TOLERANCE_RATIO:.1%}",
+    }
+    if len(pairs) != d.height or len(pairs) != h.height:
         details["note"] = (f"{d.height} device executions, {h.height} host executions: "
-                           f"the first {pairs.height} paired in order")
-    return Placement("execution_windows", windows=windows,
-                     uncertainty_ns=int(drift) if drift is not None else None,
+                           f"{len(pairs)} paired by {method}")
+    return Placement("execution_windows", windows=windows, uncertainty_ns=mismatch,
                      details=details)

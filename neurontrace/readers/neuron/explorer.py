@@ -73,6 +73,7 @@ _DEVICE_USED = {"start_ts", "end_ts", "duration_ns", "nc_idx", "engine", "opcode
 #: sync point); the device-time keys are unconfirmed on a real capture.
 _EXEC_KEYS = ("exec_id", "execution_id")
 _SIZE_KEYS = ("size", "bytes")
+_MODEL_KEYS = ("model_id",)
 _SYNC_DEVICE_KEYS = ("device_timestamp_ns", "nc_timestamp_ns", "device_ts")
 
 _TABLE_FILE = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)(?:_(\d+))?\.parquet$")
@@ -276,8 +277,9 @@ class _Read:
             for df in self._frames(SYSTEM, cols) if "name" in df.columns
         ]
         parts = [_with_defaults(p, cols) for p in parts if p.height]
-        empty_h = pl.DataFrame(schema={"nc": pl.Int64, "pid": pl.Int64, "start": pl.Int64,
-                                       "end": pl.Int64, S.EXECUTION: pl.String})
+        empty_h = pl.DataFrame(schema={"nc": pl.Int64, "pid": pl.Int64, "model": pl.Int64,
+                                       "start": pl.Int64, "end": pl.Int64,
+                                       S.EXECUTION: pl.String})
         empty_s = pl.DataFrame(schema={"host_ts": pl.Int64, "device_ts": pl.Int64})
         if not parts:
             return empty_h, empty_s
@@ -286,6 +288,7 @@ class _Read:
         ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
             nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
             pid=pl.col("_pid").cast(pl.Int64, strict=False),
+            model=_json_int("extra_attributes_json", _MODEL_KEYS),
             start=pl.col("start_ts").cast(pl.Int64),
             end=pl.col("start_ts").cast(pl.Int64) + _duration().fill_null(0),
             execution=_execution(df),
@@ -293,13 +296,13 @@ class _Read:
             pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
                 pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
                 pl.col("start").cast(pl.String))).alias(S.EXECUTION))
-        host = ex.group_by("nc", "pid", S.EXECUTION).agg(pl.col("start").min(),
-                                                         pl.col("end").max())
+        host = ex.group_by("nc", "pid", "model", S.EXECUTION).agg(pl.col("start").min(),
+                                                                  pl.col("end").max())
         syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
             host_ts=pl.col("start_ts").cast(pl.Int64),
             device_ts=_json_int("extra_attributes_json", _SYNC_DEVICE_KEYS),
         ).drop_nulls()
-        return host.select("nc", "pid", "start", "end", S.EXECUTION), syncs
+        return host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs
 
     # -- device tables ----------------------------------------------------------------
 
@@ -355,13 +358,17 @@ class _Read:
         if prof is not None and prof.process_id is not None:
             # nc_idx is process-local: another process's NeuronCore 0 is not this one.
             host = host.filter(pl.col("pid").is_null() | (pl.col("pid") == prof.process_id))
+        if prof is not None and prof.model_id is not None:
+            # The profile is one model's: pair only with that model's executions.
+            host = host.filter(pl.col("model").is_null()
+                               | (pl.col("model") == prof.model_id))
         ncs = host.get_column("nc").unique().drop_nulls().to_list()
         if nc is not None:
             host = host.filter(pl.col("nc") == nc)
         elif len(ncs) > 1:
             host = host.clear()  # which NeuronCore's executions? unknown: do not guess
         executions = _executions(execinfo, nc)
-        p = place(device_start, executions, host.drop("pid"), syncs)
+        p = place(device_start, executions, host.drop("pid", "model"), syncs)
         if p.method == "none":
             self.diag.warn("device_clock_unplaced",
                            f"{shown(self.folder)}/{table}: nothing places NeuronCore {nc}'s "
@@ -619,13 +626,18 @@ def _json_int(col: str, keys: tuple[str, ...]) -> pl.Expr:
 
 
 def _execution(df: pl.DataFrame) -> pl.Expr:
-    """The execution key: ``exec_id`` from the extra attributes; for an
-    ``nc_exec_running`` without one, its first flow id (shared by its LNC=2 rows)."""
-    exec_id = pl.coalesce(
-        _json_int("extra_attributes_json", _EXEC_KEYS).cast(pl.String),
-        pl.when(pl.col("name") == N.EXEC_EVENT).then(_flows(df).list.first()),
+    """The execution key: ``exec_id`` from the extra attributes (``nc0:exec7``); for an
+    ``nc_exec_running`` without one, its ``model_id`` and first flow id
+    (``nc0:model7:execf1``, shared by its LNC=2 rows): flow ids are per-model counters,
+    so two NEFFs can reuse one (Tilebench ``nki_timer.py`` keys by model and flow)."""
+    exec_id = _json_int("extra_attributes_json", _EXEC_KEYS).cast(pl.String)
+    flow = pl.when(pl.col("name") == N.EXEC_EVENT).then(
+        _flows(df).list.first().str.strip_prefix(N.FLOW_PREFIX))
+    nc = pl.col("nc_idx").cast(pl.Int64, strict=False)
+    return pl.coalesce(
+        N.execution_key(nc, exec_id),
+        N.execution_key(nc, flow, _json_int("extra_attributes_json", _MODEL_KEYS)),
     )
-    return N.execution_key(pl.col("nc_idx").cast(pl.Int64, strict=False), exec_id)
 
 
 def _flows(df: pl.DataFrame) -> pl.Expr:
