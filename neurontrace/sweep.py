@@ -483,8 +483,10 @@ class _Sweep:
 def _with_flows(df: pl.DataFrame, computed: pl.DataFrame | None) -> pl.DataFrame:
     """``flow_ids`` of ``df``'s rows: the reader's where it gives them, else the computed
     (``row, flow_ids``; None: none)."""
-    if computed is None:
-        computed = pl.DataFrame(schema={S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)})
+    if computed is None:  # none computed: no join (it would copy ``df``)
+        if S.FLOW_IDS in df.columns:
+            return df
+        return df.with_columns(pl.lit(None, pl.List(pl.String)).alias(S.FLOW_IDS))
     df = df.join(computed.select(S.ROW, _fids=S.FLOW_IDS), on=S.ROW, how="left",
                  maintain_order="left")
     given = pl.col(S.FLOW_IDS) if S.FLOW_IDS in df.columns else pl.lit(None, pl.List(pl.String))
@@ -524,15 +526,19 @@ class Ranges:
         if self.folder is None:  # held in memory and read once, in order: let them go
             for parts in self.files:
                 parts.remove(k)
-        if links is None:
-            links = pl.DataFrame(schema={S.ROW: _I64, S.LAYER: pl.String,
-                                         S.FRAMEWORK_ROW: _I64, S.LINK: pl.String})
+        track = self.names.gather(base.get_column("lane")).alias(S.TRACK)
+        if links is None:  # no row of the range to link (a join would copy the range)
+            frame = base.select(
+                track, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS,
+                pl.lit(None, _I64).alias(S.FRAMEWORK_ROW), pl.lit(None, pl.String).alias(S.LINK),
+                pl.col(S.STEP).cast(pl.Int32)).select(DERIVED)
+            self._cached = (k, frame)
+            return frame
         base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
             self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
         launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
         frame = base.select(
-            self.names.gather(base.get_column("lane")).alias(S.TRACK),
-            S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
+            track, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
             pl.when(launched).then("_op_step").otherwise(S.STEP).cast(pl.Int32).alias(S.STEP),
         ).select(DERIVED)
         self._cached = (k, frame)
