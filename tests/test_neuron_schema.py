@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -140,3 +143,65 @@ def test_an_undeclared_undocumented_column_is_refused_by_the_generator(
         tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="undocumented columns"):
         MAKE._parquet(tmp_path / "x", "ActiveTime", [{"start_ts": 1, "colour": "red"}])
+
+
+ESSENTIAL = {"SystemProfileEvents": ["name", "start_ts"], "Instruction": ["start_ts"],
+             "DmaPacket": ["start_ts"], "ActiveTime": ["start_ts"]}
+
+
+def _rewrite(folder: Path, change: Any) -> None:
+    for f in folder.glob("*.parquet"):
+        pq.write_table(change(MAKE.table_name(f.name), pq.read_table(f)), f)
+
+
+def test_every_column_but_name_and_start_ts_may_be_missing(tmp_path: Path) -> None:
+    """A newer schema may rename or drop any other documented column: read, never crash."""
+    shutil.copytree(FIX / "explorer_rmsnorm_vnc_0", tmp_path / "x")
+
+    def strip(table: str, t: pa.Table) -> pa.Table:
+        keep = ESSENTIAL.get(table, t.column_names[:1])
+        return t.select(keep)
+    _rewrite(tmp_path / "x", strip)
+    before = neurontrace.load(FIX / "explorer_rmsnorm_vnc_0").num_rows
+    assert neurontrace.load(tmp_path / "x", diag=Diagnostics()).num_rows == before
+
+
+def test_renamed_columns_are_read_by_presence_and_kept_in_args(tmp_path: Path) -> None:
+    shutil.copytree(FIX / "explorer_rmsnorm_vnc_0", tmp_path / "x")
+
+    def rename(table: str, t: pa.Table) -> pa.Table:
+        keep = ESSENTIAL.get(table, t.column_names)
+        return t.rename_columns([c if c in keep else f"{c}_v12" for c in t.column_names])
+    _rewrite(tmp_path / "x", rename)
+    df = pl.from_arrow(neurontrace.load(tmp_path / "x", diag=Diagnostics()))
+    assert isinstance(df, pl.DataFrame)
+    instr = df.filter(pl.col(S.CATEGORY) == "Instruction")
+    assert instr.height == 5
+    assert json.loads(instr[S.ARGS][0])["opcode_v12"] == "MATMUL"
+
+
+def test_an_unknown_major_version_is_warned_once_per_read(tmp_path: Path) -> None:
+    shutil.copytree(FIX / "view_d_session", tmp_path / "s")
+    for f in (tmp_path / "s").rglob("Metadata.parquet"):
+        t = pq.read_table(f)
+        i = t.schema.get_field_index("profile_schema_version")
+        pq.write_table(t.set_column(i, "profile_schema_version",
+                                    pa.array(["13.0.0"] * t.num_rows)), f)
+    diag = Diagnostics()
+    table = neurontrace.load(tmp_path / "s" / "profiles" / "global" / "session@latest",
+                             diag=diag)
+    assert diag.counts["explorer_schema_version"] == 1  # three folders, one major
+    assert pc.count(table.column(S.CATEGORY)).as_py() == 7
+
+
+def test_a_device_folder_of_an_unknown_major_version_is_warned(tmp_path: Path) -> None:
+    shutil.copytree(FIX / "view_d_session", tmp_path / "s")
+    glob = tmp_path / "s" / "profiles" / "global"
+    f = glob / "neff_9_vnc_0@latest" / "Metadata.parquet"
+    t = pq.read_table(f)
+    i = t.schema.get_field_index("profile_schema_version")
+    pq.write_table(t.set_column(i, "profile_schema_version", pa.array(["14.2.0"])), f)
+    diag = Diagnostics()
+    neurontrace.load(glob / "session@latest", diag=diag)
+    assert diag.counts["explorer_schema_version"] == 1
+    assert "14.2.0" in diag.examples["explorer_schema_version"][0]

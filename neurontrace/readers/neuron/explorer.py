@@ -184,7 +184,8 @@ class _Read:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         side = {t: self._side(t) for t in SIDE_TABLES if t in self.tables}
-        version = _schema_version(side.get("Metadata"), self.folder, self.diag)
+        majors: set[str] = set()  # unknown major versions warned about in this read
+        version = _schema_version(side.get("Metadata"), self.folder, self.diag, majors)
         host, syncs = self._host_windows()
         for frame in self._frames(SYSTEM):
             yield N.to_batch(_system(frame, self.diag, self.folder))
@@ -198,6 +199,8 @@ class _Read:
             sub = _Read(prof.folder, self.diag, None, self.ev)
             sub_side = {t: sub._side(t) for t in ("Metadata", "ExecutionInfo")
                         if t in sub.tables}
+            if sub_side.get("Metadata"):
+                _schema_version(sub_side["Metadata"], prof.folder, self.diag, majors)
             nc = (prof.nc_id if prof.nc_id is not None
                   else _profile_nc(prof.folder, sub_side.get("Metadata"), self.diag))
             yield from sub.device_batches(nc, prof, host, syncs, sub_side.get("ExecutionInfo"),
@@ -767,7 +770,10 @@ def _executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.Dat
 
 
 def _schema_version(meta: list[dict[str, Any]] | None, folder: Path,
-                    diag: Diagnostics) -> str | None:
+                    diag: Diagnostics, majors: set[str]) -> str | None:
+    """``Metadata.profile_schema_version``. Tables are read by column presence whatever
+    the version; a major version outside :data:`KNOWN_MAJORS` is warned about once per
+    read (``majors`` holds those already warned about)."""
     version = None
     for row in meta or []:
         if row.get("profile_schema_version") is not None:
@@ -778,7 +784,8 @@ def _schema_version(meta: list[dict[str, Any]] | None, folder: Path,
                   f"{shown(folder)}: no Metadata.profile_schema_version; read as the known layout")
         return None
     major = version.split(".", 1)[0].strip()
-    if not major.isdigit() or int(major) not in KNOWN_MAJORS:
+    if (not major.isdigit() or int(major) not in KNOWN_MAJORS) and major not in majors:
+        majors.add(major)
         diag.warn("explorer_schema_version",
                   f"{shown(folder)}: profile schema version {version} (major {major}) is not one "
                   f"this reader knows ({KNOWN_MAJORS.start}-{KNOWN_MAJORS.stop - 1}); read "
