@@ -205,3 +205,40 @@ def test_a_device_folder_of_an_unknown_major_version_is_warned(tmp_path: Path) -
     neurontrace.load(glob / "session@latest", diag=diag)
     assert diag.counts["explorer_schema_version"] == 1
     assert "14.2.0" in diag.examples["explorer_schema_version"][0]
+
+
+def _sync_capture(folder: Path, metadata: dict[str, Any]) -> None:
+    """A sync point (host 2 ms, raw device clock 9 s) and one instruction 10 us into the
+    device profile; no ExecutionInfo, so the sync point places it."""
+    t0 = MAKE.T0
+    MAKE._parquet(folder, "SystemProfileEvents", [{
+        "id": 1, "name": "timestamp_sync_point", "start_ts": t0 + 1_999_000,
+        "end_ts": t0 + 1_999_000, "duration_ns": 0, "trace_event_source": "neuron_hw",
+        "instance_id": "i-0abc", "nc_idx": 0, "extra_attributes_json": json.dumps(
+            {"cpu_timestamp_ns": t0 + 2_000_000, "nc_timestamp_ns": 9_000_000_000})}])
+    MAKE._parquet(folder, "Instruction", [MAKE._instr(10_000, 5_000, "Tensor", "MATMUL", 0)])
+    MAKE._parquet(folder, "Metadata", [{"profile_schema_version": MAKE.SCHEMA_VERSION,
+                                        "neuroncore_idx": 0, **metadata}])
+
+
+def test_a_sync_point_places_device_rows_through_first_hw_timestamp(tmp_path: Path) -> None:
+    """adjusted = sync_cpu + (event_dev - sync_dev), event_dev on the raw device clock:
+    the profile starts at first_hw_timestamp / ticks_per_nanosec = 8.9999 s."""
+    _sync_capture(tmp_path / "x", {"first_hw_timestamp": 2 * 8_999_900_000,
+                                   "ticks_per_nanosec": 2})
+    table = neurontrace.load(tmp_path / "x", diag=Diagnostics())
+    df = pl.from_arrow(table)
+    assert isinstance(df, pl.DataFrame)
+    instr = df.filter(pl.col(S.CATEGORY) == "Instruction")
+    assert instr[S.START_NS].item() == MAKE.T0 + 2_000_000 + (8_999_910_000 - 9_000_000_000)
+    clock = json.loads(table.schema.metadata[b"neurontrace.clock"])["device"]["nc 0"]
+    assert clock["method"] == "timestamp_sync_point" and clock["bridge_ns"] == 8_999_900_000
+
+
+def test_without_first_hw_timestamp_the_sync_bridge_is_said_to_be_assumed(
+        tmp_path: Path) -> None:
+    _sync_capture(tmp_path / "x", {})
+    table = neurontrace.load(tmp_path / "x", diag=Diagnostics())
+    clock = json.loads(table.schema.metadata[b"neurontrace.clock"])["device"]["nc 0"]
+    assert clock["method"] == "timestamp_sync_point" and "bridge_ns" not in clock
+    assert clock["bridge"].startswith("none")

@@ -20,9 +20,14 @@ order of preference:
 
    Uncertainty: the largest difference between the two durations of one paired
    execution (``largest_mismatch_ns``, with ``pairing`` ``duration`` or ``order``).
-3. ``timestamp_sync_point``: host and device time of sync events:
-   ``host = sync_host + (t_device - sync_device)``, with the median offset; uncertainty:
-   the spread of the offsets.
+3. ``timestamp_sync_point``: host and device time of sync events (``cpu_timestamp_ns``
+   and ``nc_timestamp_ns``; AWS's archived Profiler 2.0 guide:
+   ``adjusted = sync_cpu + (event_dev - sync_dev)``), with the median offset; uncertainty:
+   the spread of the offsets. ``nc_timestamp_ns`` is the raw device clock while device
+   tables count from the profile's start: with ``Metadata.first_hw_timestamp`` and
+   ``ticks_per_nanosec`` the profile's start on the raw clock is
+   ``first_hw_timestamp / ticks_per_nanosec`` (``bridge_ns``; that it counts ticks is a
+   guess, recorded); without them the two are assumed to share a timeline (recorded).
 4. ``first_execution``: no ExecutionInfo, but ``nc_exec_running`` spans: the first
    device row is put at the start of the first execution; uncertainty not estimated.
 5. ``none``: nothing to place by; device rows stay on their own timeline (warned).
@@ -104,7 +109,8 @@ class Placement:
 
 
 def place(device_start: int | None, executions: pl.DataFrame | None,
-          host: pl.DataFrame | None, syncs: pl.DataFrame | None) -> Placement:
+          host: pl.DataFrame | None, syncs: pl.DataFrame | None,
+          bridge_ns: int | None = None) -> Placement:
     """Choose how to place a device timeline.
 
     ``device_start``: earliest device row (None: no device rows).
@@ -112,6 +118,8 @@ def place(device_start: int | None, executions: pl.DataFrame | None,
     ``host``: ``start``, ``end``, ``execution`` of ``nc_exec_running`` on this NeuronCore
     (one row per execution, LNC=2 duplicates merged), host epoch ns.
     ``syncs``: ``host_ts``, ``device_ts`` of ``timestamp_sync_point`` events.
+    ``bridge_ns``: the device timeline's start on the raw device clock of ``device_ts``
+    (None: the same timeline).
     """
     if device_start is None:
         return Placement("none", details={"note": "no device rows"})
@@ -121,14 +129,20 @@ def place(device_start: int | None, executions: pl.DataFrame | None,
     if executions is not None and executions.height and host is not None and host.height:
         return _by_windows(executions, host)
     if syncs is not None and syncs.height:
-        stats = syncs.select(
-            (pl.col("host_ts") - pl.col("device_ts")).median().round().cast(pl.Int64)
-            .alias("median"),
-            ((pl.col("host_ts") - pl.col("device_ts")).max()
-             - (pl.col("host_ts") - pl.col("device_ts")).min()).alias("spread"),
-        ).row(0, named=True)
-        return Placement("timestamp_sync_point", offset=stats["median"],
-                         uncertainty_ns=stats["spread"], details={"sync_points": syncs.height})
+        # In integers: epoch-scale offsets lose up to 256 ns as float64 (Polars' median).
+        offsets = sorted(syncs.select(pl.col("host_ts") - pl.col("device_ts"))
+                         .to_series().to_list())
+        mid = len(offsets) // 2
+        median = offsets[mid] if len(offsets) % 2 else (offsets[mid - 1] + offsets[mid]) // 2
+        stats = {"median": median, "spread": offsets[-1] - offsets[0]}
+        bridge = {"bridge_ns": bridge_ns, "bridge": "Metadata.first_hw_timestamp / "
+                  "ticks_per_nanosec (first_hw_timestamp assumed to count ticks)"
+                  } if bridge_ns is not None else {
+                  "bridge": "none: sync points' device time assumed on the device tables' "
+                  "timeline (no Metadata.first_hw_timestamp)"}
+        return Placement("timestamp_sync_point", offset=stats["median"] + (bridge_ns or 0),
+                         uncertainty_ns=stats["spread"],
+                         details={"sync_points": syncs.height, **bridge})
     if host is not None and host.height:
         first = int(host.get_column("start").min())  # type: ignore[arg-type]
         return Placement("first_execution", offset=first - device_start,

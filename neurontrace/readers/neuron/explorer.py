@@ -74,7 +74,8 @@ _DEVICE_USED = {"start_ts", "end_ts", "duration_ns", "nc_idx", "engine", "opcode
 _EXEC_KEYS = ("exec_id", "execution_id")
 _SIZE_KEYS = ("size", "bytes")
 _MODEL_KEYS = ("model_id",)
-_SYNC_DEVICE_KEYS = ("device_timestamp_ns", "nc_timestamp_ns", "device_ts")
+_SYNC_DEVICE_KEYS = ("nc_timestamp_ns", "device_timestamp_ns", "device_ts")
+_SYNC_HOST_KEYS = ("cpu_timestamp_ns",)
 
 _TABLE_FILE = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)(?:_(\d+))?\.parquet$")
 
@@ -193,7 +194,8 @@ class _Read:
         if self.tables.keys() & set(DEVICE_TABLES):
             nc_default = _profile_nc(self.folder, side.get("Metadata"), self.diag)
             yield from self.device_batches(nc_default, None, host, syncs,
-                                           side.get("ExecutionInfo"), placements)
+                                           side.get("ExecutionInfo"), placements,
+                                           _bridge(side.get("Metadata")))
         profiles = device_profiles(self.folder, side.get("DeviceProfileList"), self.diag)
         for prof in profiles:
             sub = _Read(prof.folder, self.diag, None, self.ev)
@@ -204,7 +206,7 @@ class _Read:
             nc = (prof.nc_id if prof.nc_id is not None
                   else _profile_nc(prof.folder, sub_side.get("Metadata"), self.diag))
             yield from sub.device_batches(nc, prof, host, syncs, sub_side.get("ExecutionInfo"),
-                                          placements)
+                                          placements, _bridge(sub_side.get("Metadata")))
         self.ev.trace = {"neuron": {
             "format": "explorer-parquet",
             "profile_schema_version": version,
@@ -302,7 +304,8 @@ class _Read:
         host = ex.group_by("nc", "pid", "model", S.EXECUTION).agg(pl.col("start").min(),
                                                                   pl.col("end").max())
         syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
-            host_ts=pl.col("start_ts").cast(pl.Int64),
+            host_ts=pl.coalesce(_json_int("extra_attributes_json", _SYNC_HOST_KEYS),
+                                pl.col("start_ts").cast(pl.Int64)),
             device_ts=_json_int("extra_attributes_json", _SYNC_DEVICE_KEYS),
         ).drop_nulls()
         return host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs
@@ -312,18 +315,21 @@ class _Read:
     def device_batches(self, nc_default: int | None, prof: DeviceProfile | None,
                        host: pl.DataFrame, syncs: pl.DataFrame,
                        execinfo: list[dict[str, Any]] | None,
-                       placements: dict[str, Placement]) -> Iterator[pa.RecordBatch]:
+                       placements: dict[str, Placement],
+                       bridge_ns: int | None = None) -> Iterator[pa.RecordBatch]:
         """This folder's device tables, placed on host time; with ``prof`` (a bound device
-        folder) its rows carry the profile's instance and process."""
+        folder) its rows carry the profile's instance and process. ``bridge_ns``: see
+        :func:`.clock.place`."""
         for table in DEVICE_TABLES:
             for frame in self._frames(table):
                 yield from self._device(table, frame, nc_default, prof, host, syncs,
-                                        execinfo, placements)
+                                        execinfo, placements, bridge_ns)
 
     def _device(self, table: str, df: pl.DataFrame, nc_default: int | None,
                 prof: DeviceProfile | None, host: pl.DataFrame, syncs: pl.DataFrame,
                 execinfo: list[dict[str, Any]] | None,
-                placements: dict[str, Placement]) -> Iterator[pa.RecordBatch]:
+                placements: dict[str, Placement],
+                bridge_ns: int | None) -> Iterator[pa.RecordBatch]:
         if "start_ts" not in df.columns:
             raise BadInput(f"{shown(self.folder)}/{table}: no start_ts column")
         df = _with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
@@ -337,7 +343,8 @@ class _Read:
             nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]
             label = prof.label(nc_i) if prof else ("nc ?" if nc_i is None else f"nc {nc_i}")
             if label not in placements:
-                placements[label] = self._placement(table, nc_i, prof, host, syncs, execinfo)
+                placements[label] = self._placement(table, nc_i, prof, host, syncs, execinfo,
+                                                    bridge_ns)
             rows = placements[label].apply(_device_rows(table, part))
             if prof is not None:
                 rows = rows.with_columns(pl.lit(prof.instance_id, pl.String).alias(S.INSTANCE_ID),
@@ -346,7 +353,7 @@ class _Read:
 
     def _placement(self, table: str, nc: int | None, prof: DeviceProfile | None,
                    host: pl.DataFrame, syncs: pl.DataFrame,
-                   execinfo: list[dict[str, Any]] | None) -> Placement:
+                   execinfo: list[dict[str, Any]] | None, bridge_ns: int | None) -> Placement:
         starts: list[int] = []
         for t in DEVICE_TABLES:
             for df in self._frames(t, ["start_ts", "nc_idx"]):
@@ -371,7 +378,7 @@ class _Read:
         elif len(ncs) > 1:
             host = host.clear()  # which NeuronCore's executions? unknown: do not guess
         executions = _executions(execinfo, nc)
-        p = place(device_start, executions, host.drop("pid", "model"), syncs)
+        p = place(device_start, executions, host.drop("pid", "model"), syncs, bridge_ns)
         if p.method == "none":
             self.diag.warn("device_clock_unplaced",
                            f"{shown(self.folder)}/{table}: nothing places NeuronCore {nc}'s "
@@ -791,6 +798,19 @@ def _schema_version(meta: list[dict[str, Any]] | None, folder: Path,
                   f"this reader knows ({KNOWN_MAJORS.start}-{KNOWN_MAJORS.stop - 1}); read "
                   "by column name, unknown columns kept in args")
     return version
+
+
+def _bridge(meta: list[dict[str, Any]] | None) -> int | None:
+    """The device profile's start on the raw device clock (ns):
+    ``Metadata.first_hw_timestamp / ticks_per_nanosec`` (documented fields; that
+    ``first_hw_timestamp`` counts ticks is a guess). None without both, or with a zero or
+    negative tick rate or a zero start."""
+    for row in meta or []:
+        first = N.int_value(row.get("first_hw_timestamp"))
+        ticks = N.int_value(row.get("ticks_per_nanosec"))
+        if first and ticks and ticks > 0:
+            return first // ticks
+    return None
 
 
 def _profile_nc(folder: Path, meta: list[dict[str, Any]] | None,
