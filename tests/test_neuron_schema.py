@@ -242,3 +242,16 @@ def test_without_first_hw_timestamp_the_sync_bridge_is_said_to_be_assumed(
     clock = json.loads(table.schema.metadata[b"neurontrace.clock"])["device"]["nc 0"]
     assert clock["method"] == "timestamp_sync_point" and "bridge_ns" not in clock
     assert clock["bridge"].startswith("none")
+
+
+#: The reference the project was given (shared/docs beside the checkout), of which
+#: fixtures/neuron/ keeps a copy so that the tests run without it.
+SHARED_SCHEMA = Path(__file__).resolve().parents[1].parent / "shared" / "docs" / \
+    "neuron-explorer-schema.json"
+
+
+@pytest.mark.skipif(not SHARED_SCHEMA.exists(), reason=f"{SHARED_SCHEMA} is not here")
+def test_the_fixtures_copy_of_the_schema_is_the_reference_one() -> None:
+    assert json.loads(SHARED_SCHEMA.read_text()) == DOC, \
+        "fixtures/neuron/neuron-explorer-schema.json differs from shared/docs: copy it again " \
+        "and rerun fixtures/neuron/make_fixtures.py"
