@@ -204,6 +204,19 @@ def _ids(values: list[Any], what: str, path: Path, diag: Diagnostics) -> tuple[p
 
 _ZERO = msgspec.Raw(b"0.000")
 
+#: Instants Kineto itself writes without a category in every trace: the start of each
+#: profiling iteration ("Iteration Start: PyTorch Profiler", "Iteration Start:
+#: __cupti_profiler__", ...) and the end of the recorded window.
+KINETO_MARKER_PREFIX = "Iteration Start: "
+KINETO_MARKERS = frozenset({"Record Window End"})
+
+
+def _kineto_marker(phase: str, name: Any) -> bool:
+    """Whether an event is one of Kineto's own uncategorised instants (its category
+    stays null without a warning; any other event without a category is warned)."""
+    return phase in ("i", "I") and isinstance(name, str) and (
+        name in KINETO_MARKERS or name.startswith(KINETO_MARKER_PREFIX))
+
 
 def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
                diag: Diagnostics) -> pa.RecordBatch:
@@ -218,12 +231,15 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
     cats = list(map(_CAT, rows))
     category = _text(cats, "cat", path, diag)
     if category.null_count:
-        diag.warn(
-            "missing_cat",
-            f"{path}: {category.null_count} event(s) without a category (e.g. event "
-            f"{where[cats.index(None)]} {names[cats.index(None)]!r}); category left null",
-            category.null_count,
-        )
+        odd = [i for i, c in enumerate(cats)
+               if c is None and not _kineto_marker(phases[i], names[i])]
+        if odd:
+            diag.warn(
+                "missing_cat",
+                f"{path}: {len(odd)} event(s) without a category (e.g. event "
+                f"{where[odd[0]]} {names[odd[0]]!r}); category left null",
+                len(odd),
+            )
     layer = _layers(category)
     pid, pid_label = _ids(list(map(_PID, rows)), "pid", path, diag)
     tid, tid_label = _ids(list(map(_TID, rows)), "tid", path, diag)

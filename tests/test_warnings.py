@@ -1,0 +1,94 @@
+"""Warnings say what is abnormal: what every real trace has converts silently, quirks warn.
+
+Kineto writes its own instants without a category in every trace ("Iteration Start:
+PyTorch Profiler", "Iteration Start: __cupti_profiler__", "Record Window End"): their
+category stays null without a ``missing_cat`` warning. Any other event without a category,
+and every repair of a broken file, is still warned.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import neurontrace
+from neurontrace.diagnostics import Diagnostics
+
+from support import FIXTURES, KINETO, corpus_dir
+
+#: Warning codes that every normal trace used to raise (see the module docstring).
+NORMAL_KINDS = {"missing_cat"}
+
+CORPUS = sorted(corpus_dir().glob("*.json*")) if corpus_dir() else []
+CAPTURES = sorted((FIXTURES / "capture").glob("*/*/trace.json*"))
+
+
+def warnings(path: Path) -> dict[str, int]:
+    diag = Diagnostics()
+    neurontrace.load(path, diag=diag)
+    return dict(diag.counts)
+
+
+def trace(tmp_path: Path, events: list[dict[str, object]]) -> Path:
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+@pytest.mark.skipif(not CORPUS, reason="NEURONTRACE_CORPUS is not set to a folder of traces")
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_corpus_trace_raises_no_warning_of_a_normal_kind(path: Path) -> None:
+    assert NORMAL_KINDS.isdisjoint(warnings(path))
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[str(p.parent.relative_to(FIXTURES))
+                                                for p in CAPTURES])
+def test_capture_fixture_raises_no_warning_of_a_normal_kind(path: Path) -> None:
+    assert NORMAL_KINDS.isdisjoint(warnings(path))
+
+
+def test_capture_fixtures_are_found() -> None:
+    assert len(CAPTURES) >= 8
+
+
+def test_kineto_markers_keep_a_null_category_silently(tmp_path: Path) -> None:
+    path = trace(tmp_path, [
+        {"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces",
+         "tid": "PyTorch Profiler", "ts": 1},
+        {"ph": "i", "s": "g", "name": "Iteration Start: __cupti_profiler__", "pid": "Traces",
+         "tid": "PyTorch Profiler", "ts": 2},
+        {"ph": "i", "s": "g", "name": "Record Window End", "pid": 1, "tid": 1, "ts": 9},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 3,
+         "dur": 1},
+    ])
+    diag = Diagnostics()
+    df = pl.from_arrow(neurontrace.load(path, diag=diag))
+    assert isinstance(df, pl.DataFrame)
+    assert "missing_cat" not in diag.counts
+    assert df.filter(pl.col("name").str.contains("Iteration|Record")) \
+        .get_column("category").null_count() == 3
+
+
+def test_other_events_without_a_category_still_warn(tmp_path: Path) -> None:
+    path = trace(tmp_path, [
+        {"ph": "X", "name": "Iteration Start: PyTorch Profiler", "pid": 1, "tid": 1, "ts": 1,
+         "dur": 1},  # a span of that name is no Kineto marker
+        {"ph": "i", "name": "my marker", "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "i", "name": "Record Window End", "pid": 1, "tid": 1, "ts": 9},
+    ])
+    assert warnings(path).get("missing_cat") == 2
+
+
+@pytest.mark.parametrize(("name", "code"), [
+    ("control-characters.json", "control_characters"),
+    ("bare-na.json", "bare_words"),
+    ("invalid-utf8.json", "invalid_utf8"),
+    ("missing-cat-and-dur.json", "missing_cat"),
+    ("missing-cat-and-dur.json", "missing_dur"),
+    ("negative-duration.json", "negative_dur"),
+])
+def test_quirk_fixture_still_warns(name: str, code: str) -> None:
+    assert warnings(KINETO / name).get(code, 0) > 0
