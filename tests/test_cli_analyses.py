@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -150,3 +152,59 @@ def test_every_command_has_help_and_a_readme_section() -> None:
     for name in COMMANDS:
         assert run(name, "--help").exit_code == 0
         assert re.search(rf"^### `neurontrace {name}\b", text, re.M), f"README lacks {name}"
+
+
+def test_report_on_profiler_ranges_only_says_they_are_not_device_work(tmp_path: Path) -> None:
+    path = tmp_path / "ranges.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 1, "tid": 1, "ts": 0,
+         "dur": 100, "args": {"External id": 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 10, "dur": 5, "args": {"External id": 1, "correlation": 1}},
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "conv_kernel", "pid": 0, "tid": 1,
+         "ts": 20, "dur": 30, "args": {"device": 0}},
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "conv_kernel", "pid": 0, "tid": 1,
+         "ts": 60, "dur": 30, "args": {"device": 0}},
+    ]}))
+    result = run("report", str(path))
+    assert result.exit_code == 0, result.output
+    assert "host only" not in result.output
+    assert ("No device work in this trace: its device rows are 2 CUPTI profiler range(s) "
+            "(counters measured over a range), not kernels or copies.") in result.output
+    assert "1 runtime call(s) on the host; the device side of their launches" in result.output
+    doc = as_json("report", str(path))
+    assert doc["device_rows"] == [
+        {"role": "other", "category": "cuda_profiler_range", "rows": 2}]
+    assert doc["runtime_calls"] == 1
+
+
+def test_report_without_device_rows_says_host_only(tmp_path: Path) -> None:
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 0,
+         "dur": 100, "args": {"External id": 1}}]}))
+    result = run("report", str(path))
+    assert "No device work in this trace (host only)." in result.output
+    assert as_json("report", str(path))["device_rows"] == []
+
+
+CORPUS = Path(os.environ.get("NEURONTRACE_CORPUS") or "/nonexistent")
+CUPTI = next(iter(sorted(CORPUS.glob("cupti_profiler*"))), None) if CORPUS.is_dir() else None
+
+
+@pytest.mark.skipif(CUPTI is None, reason="NEURONTRACE_CORPUS lacks cupti_profiler*")
+def test_report_on_the_corpus_cupti_profiler_trace_counts_its_ranges() -> None:
+    """The corpus CUPTI profiler trace: its device rows are profiler ranges only (counted
+    here from the raw JSON), and its host made runtime calls."""
+    assert CUPTI is not None
+    raw = CUPTI.read_bytes()
+    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    events = [e for e in doc["traceEvents"] if e.get("ph") in ("X", "i", "I", "C")]
+    ranges = sum(e.get("cat") == "cuda_profiler_range" for e in events)
+    work = sum(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") for e in events)
+    assert ranges and not work
+    result = run("report", str(CUPTI))
+    assert result.exit_code == 0, result.output
+    assert "host only" not in result.output
+    assert (f"its device rows are {ranges:,} CUPTI profiler range(s) (counters measured "
+            "over a range), not kernels or copies.") in result.output

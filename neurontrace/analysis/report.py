@@ -23,7 +23,9 @@ class Report:
     ``tracks``: :func:`.gaps.gaps`'s per-track table; ``idle``: ``cause, idle_ns`` over
     all tracks, largest first; ``largest_gaps``: the longest gaps; ``copies``:
     :func:`.copies.copy_summary`; ``transfers``: how many transfers; ``steps``: how many
-    ``ProfilerStep`` spans (per rank, the most of any rank)."""
+    ``ProfilerStep`` spans (per rank, the most of any rank); ``device_rows``:
+    :func:`device_rows` (what the device rows are, device work or not);
+    ``runtime_calls``: how many runtime-layer rows (calls into the device runtime)."""
 
     host_ops: pl.DataFrame
     device_ops: pl.DataFrame
@@ -33,6 +35,22 @@ class Report:
     copies: pl.DataFrame
     transfers: int
     steps: int
+    device_rows: pl.DataFrame
+    runtime_calls: int
+
+
+def device_rows(lf: pl.LazyFrame) -> pl.DataFrame:
+    """``role, category, rows``: the device-layer rows counted by role and category, most
+    first (then by role and category). Says what a trace's device rows are when none is
+    device work (e.g. only CUPTI profiler ranges, role ``other``)."""
+    return (
+        lf.filter(pl.col(S.LAYER) == S.DEVICE)
+        .group_by(S.ROLE, S.CATEGORY)
+        .agg(pl.len().cast(pl.Int64).alias("rows"))
+        .sort(["rows", S.ROLE, S.CATEGORY], descending=[True, False, False],
+              nulls_last=True)
+        .collect()
+    )
 
 
 def report(lf: pl.LazyFrame, top: int = 5) -> Report:
@@ -58,4 +76,7 @@ def report(lf: pl.LazyFrame, top: int = 5) -> Report:
         copies=copy_summary(moved).head(top),
         transfers=moved.height,
         steps=n_steps,
+        device_rows=device_rows(lf),
+        runtime_calls=int(lf.filter(pl.col(S.LAYER) == S.RUNTIME).select(pl.len())
+                          .collect().item()),
     )

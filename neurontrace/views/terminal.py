@@ -351,6 +351,8 @@ def report_json(r: Report) -> dict[str, Any]:
         "idle": records(r.idle),
         "largest_gaps": records(r.largest_gaps),
         "copies": records(r.copies),
+        "device_rows": records(r.device_rows),
+        "runtime_calls": r.runtime_calls,
     }
 
 
@@ -365,6 +367,31 @@ def _per_step(n: int, steps: int, noun: str, adjective: str = "") -> str:
     return f"{number} {adjective + ' ' if adjective else ''}{word}" + (" per step" if steps else "")
 
 
+#: How a device row category that is not device work is named, per row.
+_DEVICE_ROW_NAMES = {
+    "cuda_profiler_range": "CUPTI profiler range(s) (counters measured over a range)",
+    "gpu_user_annotation": "GPU annotation range(s)",
+    "cuda_sync": "device synchronization row(s)",
+}
+
+
+def _no_device_work(r: Report) -> list[str]:
+    """Why a report has no device time: no device rows at all (host only), or device rows
+    that are not device work, said by what they are, and the runtime calls whose work the
+    trace lacks."""
+    if not r.device_rows.height:
+        return ["No device work in this trace (host only)."]
+    parts = [f"{n:,} " + (_DEVICE_ROW_NAMES.get(cat or "")
+                          or f"{cat or 'uncategorised'} row(s) (role {role})")
+             for role, cat, n in r.device_rows.iter_rows()]
+    out = ["No device work in this trace: its device rows are " + ", ".join(parts)
+           + ", not kernels or copies."]
+    if r.runtime_calls:
+        out.append(f"  {r.runtime_calls:,} runtime call(s) on the host; the device side of "
+                   "their launches and copies is not in the trace.")
+    return out
+
+
 def report(r: Report, name: str) -> list[str]:
     """``neurontrace report``: a :class:`neurontrace.analysis.Report` in plain words."""
     out = [heading(name)
@@ -374,7 +401,7 @@ def report(r: Report, name: str) -> list[str]:
         out.append(heading("Device time by the op that launched it"))
         out.extend(_op_lines(r.device_ops, "device time", r.steps, "launch"))
     else:
-        out.append("No device work in this trace (host only).")
+        out.extend(_no_device_work(r))
     out.append("")
     if r.tracks.height:
         span = int(r.tracks.get_column("span_ns").sum())
