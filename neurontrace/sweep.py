@@ -282,9 +282,11 @@ class _Sweep:
                 df = df.with_columns(st.sort(S.ROW).get_column(S.STEP).cast(pl.Int32))
                 nxt = int(self.bounds[b]) if b < len(self.bounds) else None
                 carried = self._nest(df, carried, nxt)
-                # lazy: each use takes only the spans it needs out of the bucket
                 spans = pl.concat([last.lazy(), df.lazy().filter("span").select(
                     S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS, "fw")])
+                if self.folder is not None:  # a bucket of a few rows: taken out once
+                    spans = spans.collect().lazy()
+                # (else lazy: each use takes only the spans it needs out of the bucket)
                 fl = self.flows.read(b)
                 if fl is not None:
                     pairs, m = flow_pairs(spans, fl)
