@@ -9,7 +9,7 @@
     A.copies(lf)                            # host <-> device transfers
     A.steps(lf)                             # per ProfilerStep: busy / idle / host only
     A.compare({"naive": lf1, "fused": lf2}) # runs side by side
-    A.compare_results({"naive": A.Measured(report, wall_ns, steps), ...})  # from results
+    A.compare_results({"naive": A.Measured(report, *A.extent(lf)), ...})  # from results
 
 None of them prints or writes; the command line renders what they return.
 """

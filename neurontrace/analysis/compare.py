@@ -3,7 +3,12 @@
 Each run is reduced to the same figures (:data:`METRICS`), and each figure is divided by
 the first run's (``ratio``; below 1 means less time or fewer events than the first):
 
-- ``wall_ns``: from the first event's start to the last event's end;
+- ``step_ns``: the median step time, the headline (:func:`.steps.median_step_ns`: the
+  median of the ``ProfilerStep#N`` spans' durations, so the first step's warm-up does
+  not weigh on it); null (and its ratio null) for a run without steps, whose time is then
+  only its ``wall_ns``;
+- ``wall_ns``: whole-trace wall time, from the first span's start to the last span's end
+  (warm-up and profiler start-up included): a detail;
 - ``steps``: ``ProfilerStep#N`` spans;
 - ``host_ns``: the sum of self times of the host view (``key_averages()``'s "Self CPU
   time total");
@@ -14,14 +19,17 @@ the first run's (``ratio``; below 1 means less time or fewer events than the fir
 - ``op:<name>``: for each op among the top ``top`` of any run, its device time (or,
   when no run has device work, its self time on the host).
 
-Every figure but ``wall_ns`` and ``steps`` is read from the run's :class:`.report.Report`
-(:func:`compare_results`), so a caller that has the reports computes nothing twice;
-:func:`compare` computes them from events.
+When no run has device work (no device op, no transfer), the device figures
+(:data:`DEVICE_METRICS`, all zero) are left out: every run is host only.
+
+Every figure but ``step_ns``, ``wall_ns`` and ``steps`` is read from the run's
+:class:`.report.Report` (:func:`compare_results`), so a caller that has the reports
+computes nothing twice; :func:`compare` computes them from events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import polars as pl
@@ -31,11 +39,14 @@ from neurontrace.analysis import vocab as V
 from neurontrace.analysis.ops import NAME as OP_NAME
 from neurontrace.analysis.ops import SELF_NS as OP_SELF_NS
 from neurontrace.analysis.report import Report, report
+from neurontrace.analysis.steps import median_step_ns
 
 METRICS = (
-    "wall_ns", "steps", "host_ns", "device_ns", "device_busy_ns", "idle_ns", "launches",
+    "step_ns", "wall_ns", "steps", "host_ns", "device_ns", "device_busy_ns", "idle_ns", "launches",
     "copies", "copy_bytes", "tiny_copies",
 )
+#: The figures of device work, left out when no run has any.
+DEVICE_METRICS = frozenset(METRICS[4:])
 OP_PREFIX = "op:"
 COLUMNS = ("metric", "run", "value", "ratio")
 
@@ -49,18 +60,20 @@ class Measured:
     """One run's computed results, what :func:`compare_results` reads.
 
     ``report``: :func:`.report.report` made with ``top=ALL`` (every op and copy summary
-    row: a cut table would compare an op missing from it as 0); ``wall_ns`` and
-    ``steps``: :func:`extent`'s.
+    row: a cut table would compare an op missing from it as 0); ``wall_ns``, ``steps``
+    and ``step_ns``: :func:`extent`'s.
     """
 
     report: Report
     wall_ns: int
     steps: int
+    step_ns: int | None
 
 
-def extent(lf: pl.LazyFrame) -> tuple[int, int]:
-    """``(wall_ns, steps)``: from the first span's start to the last span's end (0 without
-    spans), and the number of framework ``ProfilerStep#N`` spans (over every rank)."""
+def extent(lf: pl.LazyFrame) -> tuple[int, int, int | None]:
+    """``(wall_ns, steps, step_ns)``: from the first span's start to the last span's end
+    (0 without spans), the number of framework ``ProfilerStep#N`` spans (over every rank)
+    and their median duration (:func:`.steps.median_step_ns`; None without steps)."""
     span = lf.filter(V.is_span()).select(
         first=pl.col(S.START_NS).min(),
         last=(pl.col(S.START_NS) + pl.col(S.DUR_NS)).max(),
@@ -69,13 +82,12 @@ def extent(lf: pl.LazyFrame) -> tuple[int, int]:
     ).collect()
     first, last = span.get_column("first")[0], span.get_column("last")[0]
     wall = int(last - first) if first is not None else 0
-    return wall, int(span.get_column("steps")[0] or 0)
+    return wall, int(span.get_column("steps")[0] or 0), median_step_ns(lf)
 
 
 def measure(lf: pl.LazyFrame) -> Measured:
     """What :func:`compare_results` reads of one run, computed from its events."""
-    wall, steps = extent(lf)
-    return Measured(report(lf, top=ALL), wall, steps)
+    return Measured(report(lf, top=ALL), *extent(lf))
 
 
 def compare(runs: Mapping[str, pl.LazyFrame], top: int = 5) -> pl.DataFrame:
@@ -84,11 +96,13 @@ def compare(runs: Mapping[str, pl.LazyFrame], top: int = 5) -> pl.DataFrame:
 
 
 def compare_results(runs: Mapping[str, Measured], top: int = 5) -> pl.DataFrame:
-    """Long form: ``metric, run, value, ratio`` (ratio to the first run), runs in order."""
+    """Long form: ``metric, run, value, ratio`` (ratio to the first run; null where
+    either value is null or the first is 0), runs in order; without device work in any
+    run, no :data:`DEVICE_METRICS` rows (:func:`host_only`)."""
     if not runs:
         raise ValueError("compare needs at least one run")
     figures = {label: _figures(m) for label, m in runs.items()}
-    use_device = any(m.report.device_ops.height for m in runs.values())
+    use_device = not host_only(runs.values())
     tables = {label: m.report.device_ops if use_device
               else m.report.host_ops.filter(pl.col(OP_NAME) != V.PROFILER_STEP_ALL)
               for label, m in runs.items()}
@@ -104,20 +118,27 @@ def compare_results(runs: Mapping[str, Measured], top: int = 5) -> pl.DataFrame:
             figures[label][OP_PREFIX + name] = int(value.get(name, 0))
     rows = []
     first = next(iter(runs))
-    for metric in (*METRICS, *(OP_PREFIX + n for n in names)):
+    metrics = [m for m in METRICS if use_device or m not in DEVICE_METRICS]
+    for metric in (*metrics, *(OP_PREFIX + n for n in names)):
         base = figures[first][metric]
         for label in runs:
             v = figures[label][metric]
-            rows.append((metric, label, v, v / base if base else None))
+            rows.append((metric, label, v, v / base if base and v is not None else None))
     return pl.DataFrame(
         rows, schema={"metric": pl.String, "run": pl.String, "value": pl.Int64,
                       "ratio": pl.Float64}, orient="row",
     )
 
 
-def _figures(m: Measured) -> dict[str, int]:
+def host_only(runs: Iterable[Measured]) -> bool:
+    """True when no run has device work: no device op and no transfer."""
+    return not any(m.report.device_ops.height or m.report.transfers for m in runs)
+
+
+def _figures(m: Measured) -> dict[str, int | None]:
     r = m.report
     return {
+        "step_ns": m.step_ns,
         "wall_ns": m.wall_ns,
         "steps": m.steps,
         "host_ns": int(r.host_ops.get_column(OP_SELF_NS).sum()),

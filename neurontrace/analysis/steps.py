@@ -33,9 +33,10 @@ COLUMNS = (
 )
 
 
-def steps(lf: pl.LazyFrame) -> pl.DataFrame:
-    """One row per ``(rank, step)`` in time order; empty when the trace has no steps."""
-    windows = (
+def step_windows(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """The steps: framework ``ProfilerStep#N`` spans, as ``step, rank, start_ns, wall_ns,
+    w_end`` (``wall_ns`` the span's duration, ``w_end`` its end)."""
+    return (
         lf.filter(
             (pl.col(S.LAYER) == S.FRAMEWORK)
             & V.is_span()
@@ -47,8 +48,20 @@ def steps(lf: pl.LazyFrame) -> pl.DataFrame:
             wall_ns=pl.col(S.DUR_NS),
             w_end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
         )
-        .collect()
     )
+
+
+def median_step_ns(lf: pl.LazyFrame) -> int | None:
+    """The median of the steps' wall times (:func:`step_windows`' ``wall_ns``, every
+    ``(rank, step)`` one value; for an even count, the mean of the two middle ones),
+    rounded down to the nanosecond; ``None`` when the trace has no steps."""
+    m = step_windows(lf).select(pl.col("wall_ns").median()).collect().item()
+    return None if m is None else int(m)
+
+
+def steps(lf: pl.LazyFrame) -> pl.DataFrame:
+    """One row per ``(rank, step)`` in time order; empty when the trace has no steps."""
+    windows = step_windows(lf).collect()
     if windows.height == 0:
         return pl.DataFrame(schema={c: (pl.Int64) for c in COLUMNS})
     by = [S.RANK]

@@ -273,20 +273,22 @@ COPY_SUMMARY = (
 )
 
 
-def copies(found: pl.DataFrame, summary: pl.DataFrame, top: int, path: str) -> list[str]:
+def copies(shown: pl.DataFrame, found: pl.DataFrame, summary: pl.DataFrame,
+           path: str) -> list[str]:
     """``neurontrace copies``: :func:`neurontrace.analysis.copy_summary`'s table
-    (``summary``), then the first ``top`` of :func:`neurontrace.analysis.copies`'s
-    transfers (``found``; all for 0)."""
+    (``summary``), then ``shown``: all of :func:`neurontrace.analysis.copies`'s transfers
+    (``found``), in time order, or the largest of them
+    (:func:`neurontrace.analysis.copies.largest`), largest first."""
     if found.height == 0:
         return [f"{path}: no transfers between host and device found"]
-    shown = (found.head(top) if top else found).with_columns(
-        at=pl.col(S.START_NS) - found.get_column(S.START_NS).min()
-    )
+    which = (f"all {found.height:,}, in time order" if shown.height == found.height
+             else f"largest {shown.height:,} of {found.height:,} by bytes, then time")
+    shown = shown.with_columns(at=pl.col(S.START_NS) - found.get_column(S.START_NS).min())
     return [
         heading(f"Per op ({found.height:,} transfers)"),
         table_text(summary, COPY_SUMMARY),
         "",
-        heading(f"Transfers (first {shown.height:,}; 'at' from the first)"),
+        heading(f"Transfers ({which}; 'at' from the first)"),
         table_text(shown, TRANSFERS),
     ]
 
@@ -316,17 +318,44 @@ def steps(table: pl.DataFrame, path: str) -> list[str]:
 def compare(table: pl.DataFrame, names: Sequence[str]) -> list[str]:
     """``neurontrace compare``: :func:`neurontrace.analysis.compare`'s long table as one
     row per metric, a value column per run (``names``, in order) and the ratio to the
-    first."""
+    first. The headline ``step_ns`` is the median step time; a run without steps shows
+    its whole-trace wall time there, labelled, and a note says so. Without device rows
+    (no run has device work) a note says once that the runs are host only."""
     wide = table.pivot("run", index="metric", values=["value", "ratio"], sort_columns=False)
-    cols = [Col("metric", "", flex=True, right=False)]
+    value = {(m, r): v for m, r, v in table.select("metric", "run", "value").iter_rows()}
+    cols = [Col("metric", "", _metric_label, flex=True, right=False)]
     for i, n in enumerate(names):
-        cols.append(Col(f"value_{n}", n, _metric_value))
+        cols.append(Col(f"value_{n}", n, _metric_cell(value.get(("wall_ns", n)))))
         if i:
             cols.append(Col(f"ratio_{n}", "x first", ratio))
     shown = wide.with_columns(
         pl.struct("metric", pl.col(f"value_{n}")).alias(f"value_{n}") for n in names
     )
-    return [table_text(shown, cols)]
+    lines = [table_text(shown, cols)]
+    stepless = [n for n in names if ("step_ns", n) in value and value["step_ns", n] is None]
+    if stepless:
+        lines.append(f"no ProfilerStep#N spans in {', '.join(stepless)}: step time falls "
+                     "back to the whole-trace wall time (no ratio to a median step)")
+    if ("device_ns", names[0]) not in value:
+        lines.append("host only: no run has device work (device rows left out; op rows are "
+                     "self time on the host)")
+    return lines
+
+
+_METRIC_LABELS = {"step_ns": "step_ns (median step)", "wall_ns": "wall_ns (whole trace)"}
+
+
+def _metric_label(metric: Any) -> str:
+    return _METRIC_LABELS.get(metric, metric)
+
+
+def _metric_cell(wall_ns: Any) -> Format:
+    """A run's value cells; its null ``step_ns`` (no steps) reads as its wall time."""
+    def cell(v: dict[str, object]) -> str:
+        if v["metric"] == "step_ns" and next(x for k, x in v.items() if k != "metric") is None:
+            return f"wall {duration(wall_ns)} (no steps)"
+        return _metric_value(v)
+    return cell
 
 
 def _metric_value(v: dict[str, object]) -> str:
