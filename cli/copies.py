@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from neurontrace import analysis
+from neurontrace.analysis.copies import largest
 from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
 from neurontrace.views import terminal as T
 
@@ -16,17 +18,20 @@ from neurontrace.views import terminal as T
 @top_option(20)
 @json_option
 @verbose_option
-def copies(path: Path, top: int, as_json: bool) -> None:
+@click.pass_context
+def copies(ctx: click.Context, path: Path, top: int, as_json: bool) -> None:
     """Every transfer between host and device in PATH, reported once.
 
     One transfer seen as a runtime call, a DMA and a framework copy op is one row,
     listing its layers. op is the outermost framework op (what the user called), via
     the innermost; tiny marks transfers of at most 64 bytes (a scalar such as eps
-    living on the host). --json prints every transfer; the table shows the first
-    --top and a summary per op.
+    living on the host). The table shows a summary per op, then the --top largest
+    transfers by bytes (then time; all, in time order, for 0). --json prints every
+    transfer in time order, or, when --top is given, the --top largest.
     """
     found = analysis.copies(events(path))
     if as_json:
-        T.emit_json(T.records(found))
+        given = ctx.get_parameter_source("top") is not ParameterSource.DEFAULT
+        T.emit_json(T.records(largest(found, top) if given else found))
         return
-    T.show(T.copies(found, analysis.copy_summary(found), top, str(path)))
+    T.show(T.copies(largest(found, top), found, analysis.copy_summary(found), str(path)))

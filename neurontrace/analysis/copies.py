@@ -192,3 +192,14 @@ def _callers(lf: pl.LazyFrame, rows: pl.Series) -> pl.DataFrame:
     else:
         done.append(cur)
     return pl.concat(done).drop("_up") if done else empty
+
+
+def largest(transfers: pl.DataFrame, n: int) -> pl.DataFrame:
+    """The ``n`` largest of :func:`copies`' transfers, largest first: by ``bytes`` (a
+    transfer of unknown size last), then in time order; every transfer, in time order,
+    when ``n`` is 0 or at least their number."""
+    if n == 0 or n >= transfers.height:
+        return transfers
+    return transfers.sort(
+        [S.BYTES, S.START_NS], descending=[True, False], nulls_last=True, maintain_order=True
+    ).head(n)
