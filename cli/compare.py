@@ -21,9 +21,12 @@ from neurontrace.views import terminal as T
 def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
     """Compare runs A B [C ...] (traces, run folders, or what convert wrote).
 
-    Wall, host and device time, launches, device idle time, copies and the top ops of
-    each run, with each figure's ratio to the first run's (below 1: less than the
-    first). --json prints one {metric, run, value, ratio} object per figure and run.
+    The median step time (step_ns, over ProfilerStep#N spans; a run without steps shows
+    its whole-trace wall time, labelled), then wall, host and device time, launches,
+    device idle time, copies and the top ops of each run, with each figure's ratio to the
+    first run's (below 1: less than the first). When no run has device work, the device
+    rows are left out (host only). --json prints one {metric, run, value, ratio} object
+    per figure and run.
     """
     runs = {label: analysis.measure(events(p))
             for label, p in zip(labels(paths), paths, strict=True)}
