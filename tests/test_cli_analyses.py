@@ -85,7 +85,7 @@ def test_ops_json_fields_largest_first(trace: Path) -> None:
 
 def test_gaps_json_fields(trace: Path) -> None:
     got = as_json("gaps", str(trace))
-    assert set(got) == {"tracks", "gaps"}
+    assert set(got) == {"devices", "tracks", "device_gaps", "gaps"}
     assert {"track", "span_ns", "busy_ns", "idle_ns", "gaps"} <= set(got["tracks"][0])
     assert {"track", "start_ns", "dur_ns", "cause", "before", "after"} <= set(got["gaps"][0])
 

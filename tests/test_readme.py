@@ -269,6 +269,7 @@ def check_analysis(work: Path, ns: dict[str, Any], values: dict[str, Any]) -> No
     steps = frame(values["A.steps(lf)"])
     assert steps.height and steps.to_dicts() == cli_json("steps", "run.parquet")
     idle = cli_json("gaps", "run.parquet")
+    assert frame(values["g.devices"]).to_dicts() == idle["devices"]
     assert frame(values["g.tracks"]).to_dicts() == idle["tracks"]
     assert frame(values["g.gaps"]).height == len(idle["gaps"])
     assert frame(values["A.copies(lf)"]).to_dicts() == cli_json("copies", "run.parquet")

@@ -1,6 +1,14 @@
-"""Gap analysis: when each device track sat idle, and what the host was doing meanwhile.
+"""Gap analysis: when each device sat idle, and what the host was doing meanwhile.
 
-Terms, per device track (a GPU stream, a NeuronCore engine; one per ``rank, track``)::
+Idle time is measured twice: per **device** (a GPU, a NeuronCore, an MTIA chip; one per
+``rank, device``), where work on any of its streams or queues keeps it busy, so its busy
+time is the union over all of them; and per device **track** (a GPU stream, a NeuronCore
+engine; one per ``rank, track``), a detail: a copy stream is naturally silent while the
+compute stream works, so a track's idle time is not the device's. ``device`` is the
+row's ``device`` column, else its ``pid`` (MTIA writes no device index; its pid is the
+chip).
+
+Terms, per device or per track::
 
     device   |== A ==|      gap 1       |= B =|  gap 2  |==== C ====|
     host      [aten::mul ...........[launch B]]  [stream synchronize]
@@ -49,35 +57,74 @@ H2D_COPY, SYNC, LAUNCH, DISPATCH, UNKNOWN = (
 CAUSES = (H2D_COPY, SYNC, LAUNCH, DISPATCH, UNKNOWN)
 
 TRACK_KEYS = (S.RANK, S.TRACK)
+DEVICE_KEYS = (S.RANK, S.DEVICE_COL)
 
 
 @dataclass(frozen=True)
 class Gaps:
-    """``tracks``: one row per device track: ``rank, track, start_ns`` (of its first work),
-    ``span_ns, busy_ns, idle_ns, gaps`` (how many gaps are listed) and ``<cause>_ns``
-    (idle time per cause, over all gaps).
+    """``devices``: one row per device (the union of its streams or queues): ``rank,
+    device, label`` (its tracks' common name, e.g. ``GPU 0``), ``tracks`` (how many of its
+    tracks have work), ``start_ns`` (of its first work), ``span_ns`` (first start to last
+    end), ``busy_ns`` (the union of all its work), ``idle_ns = span_ns - busy_ns``,
+    ``gaps`` (how many gaps are listed) and ``<cause>_ns`` (idle time per cause).
 
-    ``gaps``: ``rank, track, start_ns, dur_ns, cause, before, after``, by track and time.
+    ``device_gaps``: ``rank, device, label, start_ns, dur_ns, cause, before, after``: the
+    stretches when no stream of the device had work, by device and time.
+
+    ``tracks``: the same per device track (``rank, track, device, start_ns, span_ns, ...``),
+    a detail; ``gaps``: ``rank, track, start_ns, dur_ns, cause, before, after``, each
+    track's own gaps, by track and time.
     """
 
     tracks: pl.DataFrame
     gaps: pl.DataFrame
+    devices: pl.DataFrame
+    device_gaps: pl.DataFrame
 
 
 def gaps(lf: pl.LazyFrame, min_gap_ns: int = 0) -> Gaps:
-    """Idle time per device track and each gap with its cause (see the module docstring).
+    """Idle time per device and per device track, and each gap with its cause (see the
+    module docstring).
 
-    ``min_gap_ns`` limits the listed gaps (and the ``gaps`` count) to those lasting at
+    ``min_gap_ns`` limits the listed gaps (and the ``gaps`` counts) to those lasting at
     least that long; ``idle_ns`` and the per-cause totals always include every gap.
     """
-    pieces, classified = idle(lf, TRACK_KEYS)
+    names = (
+        work(lf).group_by(*TRACK_KEYS)
+        .agg(pl.col(S.DEVICE_COL).first(),
+             label=pl.col(S.TRACK).first().str.split(" / ").list.first())
+        .collect()
+    )
+    tracks, per_track = _table(lf, TRACK_KEYS, min_gap_ns)
+    tracks = tracks.join(names.select(*TRACK_KEYS, S.DEVICE_COL), on=TRACK_KEYS, how="left",
+                         nulls_equal=True).select(S.RANK, S.TRACK, S.DEVICE_COL,
+                                                  pl.exclude(S.RANK, S.TRACK, S.DEVICE_COL))
+    devices, per_device = _table(lf, DEVICE_KEYS, min_gap_ns)
+    labels = names.group_by(*DEVICE_KEYS).agg(
+        label=pl.col("label").sort().first(), tracks=pl.len().cast(pl.Int64)
+    )
+    devices = devices.join(labels, on=DEVICE_KEYS, how="left", nulls_equal=True).select(
+        *DEVICE_KEYS, "label", "tracks", pl.exclude(*DEVICE_KEYS, "label", "tracks")
+    )
+    per_device = per_device.join(
+        labels.select(*DEVICE_KEYS, "label"), on=DEVICE_KEYS, how="left", nulls_equal=True
+    ).select(*DEVICE_KEYS, "label", pl.exclude(*DEVICE_KEYS, "label"))
+    return Gaps(tracks=tracks, gaps=per_track, devices=devices, device_gaps=per_device)
+
+
+def _table(lf: pl.LazyFrame, keys: Sequence[str], min_gap_ns: int
+           ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per ``keys`` group: ``keys..., start_ns, span_ns, busy_ns, idle_ns, gaps,
+    <cause>_ns``; and its listed gaps, ``keys..., start_ns, dur_ns, cause, before,
+    after``."""
+    pieces, classified = idle(lf, keys)
     found = classified.collect()
-    by_cause = found.group_by(*TRACK_KEYS).agg(
+    by_cause = found.group_by(*keys).agg(
         pl.col(S.DUR_NS).filter(pl.col("cause") == c).sum().alias(f"{c}_ns") for c in CAUSES
     )
     listed = found.filter(pl.col(S.DUR_NS) >= max(min_gap_ns, 1))
-    tracks = (
-        pieces.group_by(*TRACK_KEYS)
+    table = (
+        pieces.group_by(*keys)
         .agg(
             start_ns=pl.col("start").min(),
             span_ns=pl.col("end").max() - pl.col("start").min(),
@@ -85,23 +132,24 @@ def gaps(lf: pl.LazyFrame, min_gap_ns: int = 0) -> Gaps:
         )
         .with_columns(idle_ns=pl.col("span_ns") - pl.col("busy_ns"))
         .collect()
-        .join(listed.group_by(*TRACK_KEYS).agg(gaps=pl.len().cast(pl.Int64)),
-              on=TRACK_KEYS, how="left")
-        .join(by_cause, on=TRACK_KEYS, how="left")
+        .join(listed.group_by(*keys).agg(gaps=pl.len().cast(pl.Int64)),
+              on=keys, how="left", nulls_equal=True)
+        .join(by_cause, on=keys, how="left", nulls_equal=True)
         .with_columns(pl.col("gaps", *(f"{c}_ns" for c in CAUSES)).fill_null(0))
-        .sort(*TRACK_KEYS)
+        .sort(*keys)
     )
-    return Gaps(
-        tracks=tracks,
-        gaps=listed.select(*TRACK_KEYS, S.START_NS, S.DUR_NS, "cause", "before", "after")
-        .sort(*TRACK_KEYS, S.START_NS),
+    return table, (
+        listed.select(*keys, S.START_NS, S.DUR_NS, "cause", "before", "after")
+        .sort(*keys, S.START_NS)
     )
 
 
 def work(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Device work rows of non-zero length: ``row, rank, track, name, start, end``."""
+    """Device work rows of non-zero length: ``row, rank, track, device, name, start,
+    end``; ``device`` is the row's ``device``, else its ``pid``."""
     return lf.filter(V.is_device_work() & (pl.col(S.DUR_NS) > 0)).select(
         S.ROW, S.RANK, S.TRACK, S.NAME,
+        pl.coalesce(pl.col(S.DEVICE_COL), pl.col(S.PID)).alias(S.DEVICE_COL),
         start=pl.col(S.START_NS), end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
     )
 

@@ -20,8 +20,10 @@ from neurontrace.analysis.steps import steps
 @dataclass(frozen=True)
 class Report:
     """``host_ops`` / ``device_ops``: the top rows of :func:`.ops.ops`'s two views;
-    ``tracks``: :func:`.gaps.gaps`'s per-track table; ``idle``: ``cause, idle_ns`` over
-    all tracks, largest first; ``largest_gaps``: the longest gaps; ``copies``:
+    ``devices``: :func:`.gaps.gaps`'s per-device table (each device the union of its
+    streams or queues); ``tracks``: its per-track table (a detail); ``idle``: ``cause,
+    idle_ns`` over all devices, largest first; ``largest_gaps``: the longest gaps of the
+    devices (times when none of a device's streams had work); ``copies``:
     :func:`.copies.copy_summary`; ``transfers``: how many transfers; ``steps``: how many
     ``ProfilerStep`` spans (per rank, the most of any rank); ``device_rows``:
     :func:`device_rows` (what the device rows are, device work or not);
@@ -29,6 +31,7 @@ class Report:
 
     host_ops: pl.DataFrame
     device_ops: pl.DataFrame
+    devices: pl.DataFrame
     tracks: pl.DataFrame
     idle: pl.DataFrame
     largest_gaps: pl.DataFrame
@@ -60,7 +63,7 @@ def report(lf: pl.LazyFrame, top: int = 5) -> Report:
     by_cause = pl.DataFrame(
         {
             "cause": list(CAUSES),
-            "idle_ns": [int(idle.tracks.get_column(f"{c}_ns").sum()) for c in CAUSES],
+            "idle_ns": [int(idle.devices.get_column(f"{c}_ns").sum()) for c in CAUSES],
         }
     ).filter(pl.col("idle_ns") > 0).sort("idle_ns", descending=True)
     n_steps = (
@@ -70,9 +73,10 @@ def report(lf: pl.LazyFrame, top: int = 5) -> Report:
     return Report(
         host_ops=host_ops(lf).head(top),
         device_ops=device_ops(lf).head(top),
+        devices=idle.devices,
         tracks=idle.tracks,
         idle=by_cause,
-        largest_gaps=idle.gaps.sort(S.DUR_NS, descending=True).head(top),
+        largest_gaps=idle.device_gaps.sort(S.DUR_NS, descending=True).head(top),
         copies=copy_summary(moved).head(top),
         transfers=moved.height,
         steps=n_steps,

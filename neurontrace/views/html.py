@@ -66,8 +66,9 @@ def write(runs: Sequence[Run], out: str | os.PathLike[str],
 
 def _run(run: Run, top: int, max_events: int) -> dict[str, Any]:
     r = cut(run.report, top)
-    span = int(r.tracks.get_column("span_ns").sum()) if r.tracks.height else 0
-    idle = int(r.tracks.get_column("idle_ns").sum()) if r.tracks.height else 0
+    # Per device, each the union of its streams (as the report's headline says).
+    span = int(r.devices.get_column("span_ns").sum()) if r.devices.height else 0
+    idle = int(r.devices.get_column("idle_ns").sum()) if r.devices.height else 0
     return {
         "name": run.name,
         "steps": r.steps,
@@ -79,8 +80,17 @@ def _run(run: Run, top: int, max_events: int) -> dict[str, Any]:
         "idle_ns": idle,
         "largest_gaps": r.largest_gaps.to_dicts(),
         "copies": r.copies.to_dicts(),
-        "timeline": timeline(run.events, run.report.largest_gaps, max_events),
+        "timeline": timeline(run.events, on_tracks(run.report.largest_gaps,
+                                                   run.report.tracks), max_events),
     }
+
+
+def on_tracks(device_gaps: pl.DataFrame, tracks: pl.DataFrame) -> pl.DataFrame:
+    """Device gaps (``rank, device, start_ns, dur_ns, cause``) drawn on every stream of
+    their device: one row per gap and track (``rank, track, start_ns, dur_ns, cause``)."""
+    return device_gaps.join(tracks.select(S.RANK, S.DEVICE_COL, S.TRACK),
+                            on=[S.RANK, S.DEVICE_COL], nulls_equal=True).select(
+        S.RANK, S.TRACK, S.START_NS, S.DUR_NS, "cause")
 
 
 def timeline(lf: pl.LazyFrame, gaps: pl.DataFrame, max_events: int = MAX_EVENTS

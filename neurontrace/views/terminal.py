@@ -193,6 +193,16 @@ def ops(table: pl.DataFrame, top: int, path: str, layer: str) -> list[str]:
     return out
 
 
+DEVICES = (
+    Col("device_name", "device", flex=True, right=False),
+    Col("tracks", "streams", count),
+    Col("span_ns", "span", duration),
+    Col("busy_ns", "busy", duration),
+    Col("idle_ns", "idle", duration),
+    Col("idle_share", "idle%", percent),
+    Col("gaps", "gaps", count),
+    Col("causes", "idle by cause", flex=True, right=False, tail=False),
+)
 TRACKS = (
     Col("track", "track", flex=True, right=False),
     Col("span_ns", "span", duration),
@@ -203,7 +213,7 @@ TRACKS = (
     Col("causes", "idle by cause", flex=True, right=False, tail=False),
 )
 GAPS = (
-    Col("track", "track", flex=True, right=False),
+    Col("device_name", "device", flex=True, right=False),
     Col("at", "at", duration),
     Col(S.DUR_NS, "gap", duration),
     Col("cause", "cause", right=False),
@@ -213,29 +223,52 @@ GAPS = (
 
 
 def gaps_json(found: Gaps) -> dict[str, Any]:
-    return {"tracks": records(found.tracks), "gaps": records(found.gaps)}
+    return {"devices": records(found.devices), "tracks": records(found.tracks),
+            "device_gaps": records(found.device_gaps), "gaps": records(found.gaps)}
+
+
+def device_names(devices: pl.DataFrame) -> pl.Expr:
+    """``GPU 0`` (its tracks' common name), ``rank 1 / GPU 0`` when there are several
+    ranks, from the ``rank`` and ``label`` columns of a per-device frame."""
+    several = devices.get_column(S.RANK).n_unique() > 1 if devices.height else False
+    label = pl.col("label").fill_null(pl.lit("device ") + pl.col(S.DEVICE_COL).cast(pl.String))
+    if several:
+        return (pl.lit("rank ") + pl.col(S.RANK).cast(pl.String) + pl.lit(" / ")
+                + label).alias("device_name")
+    return label.alias("device_name")
+
+
+def _with_causes(table: pl.DataFrame) -> pl.DataFrame:
+    return table.with_columns(
+        idle_share=pl.when(pl.col("span_ns") > 0)
+        .then(pl.col("idle_ns") / pl.col("span_ns")),
+        causes=pl.Series([causes(row) for row in table.iter_rows(named=True)],
+                         dtype=pl.String),
+    )
 
 
 def gaps(found: Gaps, top: int, path: str) -> list[str]:
-    """``neurontrace gaps``: the per-track table of :func:`neurontrace.analysis.gaps`,
-    then its ``top`` longest gaps (all for 0)."""
-    if found.tracks.height == 0:
+    """``neurontrace gaps``: the per-device table of :func:`neurontrace.analysis.gaps`
+    (each device busy while any of its streams is), the per-stream table as a detail,
+    then the ``top`` longest device gaps (all for 0)."""
+    if found.devices.height == 0:
         return [f"{path}: no device work found (a CPU-only trace has no device gaps)"]
-    tracks = found.tracks.with_columns(
-        idle_share=pl.when(pl.col("span_ns") > 0)
-        .then(pl.col("idle_ns") / pl.col("span_ns")),
-        causes=pl.Series([causes(row) for row in found.tracks.iter_rows(named=True)],
-                         dtype=pl.String),
-    )
-    out = [table_text(tracks, TRACKS)]
-    if found.gaps.height:
-        first = found.tracks.get_column(S.START_NS).min()
-        longest = found.gaps.sort(S.DUR_NS, descending=True)
+    name = device_names(found.devices)
+    out = [heading("Idle per device (busy = the union of its streams or queues)"),
+           table_text(_with_causes(found.devices.with_columns(name)), DEVICES)]
+    if found.tracks.height > found.devices.height:
+        out += ["", heading("Idle per stream (a detail: one stream's silence is not the "
+                            "device's)"),
+                table_text(_with_causes(found.tracks), TRACKS)]
+    if found.device_gaps.height:
+        first = found.devices.get_column(S.START_NS).min()
+        longest = found.device_gaps.sort(S.DUR_NS, descending=True)
         longest = (longest.head(top) if top else longest).with_columns(
-            at=pl.col(S.START_NS) - first
+            name, at=pl.col(S.START_NS) - first
         )
         out.append("")
-        out.append(heading(f"Longest gaps ({longest.height:,} of {found.gaps.height:,}; "
+        out.append(heading(f"Longest device gaps ({longest.height:,} of "
+                           f"{found.device_gaps.height:,}; no stream of the device busy; "
                            "'at' from the first device work)"))
         out.append(table_text(longest, GAPS))
     return out
@@ -269,23 +302,55 @@ COPY_SUMMARY = (
     Col("copies", "copies", count),
     Col("bytes", "bytes", nbytes),
     Col(S.DUR_NS, "time", duration),
-    Col("tiny", "tiny", count),
+    Col("tiny", "tiny h2d", count),
 )
 
 
+COPY_DIRECTIONS = (
+    Col("direction", "dir", right=False),
+    Col("copies", "copies", count),
+    Col("bytes", "bytes", nbytes),
+    Col("unsized", "size unknown", count),
+    Col(S.DUR_NS, "time", duration),
+    Col("tiny", "tiny h2d", count),
+)
+
+#: What each direction moves, for the headings.
+DIRECTION_WORDS = {
+    S.H2D: "host to device", S.D2H: "device to host", S.D2D: "device to device",
+    S.P2P: "peer to peer (between devices)",
+}
+
+
 def copies(shown: pl.DataFrame, found: pl.DataFrame, summary: pl.DataFrame,
-           path: str) -> list[str]:
-    """``neurontrace copies``: :func:`neurontrace.analysis.copy_summary`'s table
-    (``summary``), then ``shown``: all of :func:`neurontrace.analysis.copies`'s transfers
-    (``found``), in time order, or the largest of them
-    (:func:`neurontrace.analysis.copies.largest`), largest first."""
+           directions: pl.DataFrame, path: str) -> list[str]:
+    """``neurontrace copies``: the transfers per direction (``directions``,
+    :func:`neurontrace.analysis.copies.by_direction`), :func:`neurontrace.analysis.
+    copy_summary`'s table (``summary``), then ``shown``: all of
+    :func:`neurontrace.analysis.copies`'s transfers (``found``), in time order, or the
+    largest of them (:func:`neurontrace.analysis.copies.largest`), largest first. Host
+    and device, device and device, and peer copies are kept apart; the host-scalar hint
+    is given for tiny host-to-device copies only."""
     if found.height == 0:
-        return [f"{path}: no transfers between host and device found"]
+        return [f"{path}: no transfers found (host to device, device to host, device to "
+                "device or peer to peer)"]
     which = (f"all {found.height:,}, in time order" if shown.height == found.height
              else f"largest {shown.height:,} of {found.height:,} by bytes, then time")
     shown = shown.with_columns(at=pl.col(S.START_NS) - found.get_column(S.START_NS).min())
+    said = [DIRECTION_WORDS.get(d, "direction not recorded") + f" {n:,}"
+            for d, n in directions.select("direction", "copies").iter_rows()]
+    lines = [
+        heading(f"Transfers by direction ({found.height:,}: {', '.join(said)})"),
+        table_text(directions, COPY_DIRECTIONS),
+    ]
+    tiny = directions.filter(pl.col("direction") == S.H2D).get_column("tiny").sum()
+    if tiny:
+        lines.append(f"{tiny:,} tiny host-to-device copies (<= 64 B): scalars living on "
+                     "the host, copied before each use?")
     return [
-        heading(f"Per op ({found.height:,} transfers)"),
+        *lines,
+        "",
+        heading("Per op and direction"),
         table_text(summary, COPY_SUMMARY),
         "",
         heading(f"Transfers ({which}; 'at' from the first)"),
@@ -376,6 +441,7 @@ def report_json(r: Report) -> dict[str, Any]:
         "transfers": r.transfers,
         "host_ops": records(r.host_ops),
         "device_ops": records(r.device_ops),
+        "devices": records(r.devices),
         "tracks": records(r.tracks),
         "idle": records(r.idle),
         "largest_gaps": records(r.largest_gaps),
@@ -432,20 +498,25 @@ def report(r: Report, name: str) -> list[str]:
     else:
         out.extend(_no_device_work(r))
     out.append("")
-    if r.tracks.height:
-        span = int(r.tracks.get_column("span_ns").sum())
-        idle = int(r.tracks.get_column("idle_ns").sum())
+    if r.devices.height:
+        span = int(r.devices.get_column("span_ns").sum())
+        idle = int(r.devices.get_column("idle_ns").sum())
         share = idle / span if span else 0.0
-        out.append(heading("Device idle time"))
+        n, streams = r.devices.height, int(r.devices.get_column("tracks").sum())
+        out.append(heading("Device idle time (per device: no stream or queue of it busy)"))
         out.append(f"  {duration(idle)} idle of {duration(span)} "
-                   f"({percent(share)}) over {r.tracks.height:,} device track(s)")
+                   f"({percent(share)}) over {n:,} device(s)"
+                   + (f" ({streams:,} streams or queues)" if streams > n else ""))
         by_cause = [f"{c.replace('_', ' ')} {duration(ns)} ({percent(ns / idle)})"
                     for c, ns in r.idle.iter_rows()] if idle else []
         if by_cause:
             out.append("  by cause: " + ", ".join(by_cause))
         if r.largest_gaps.height:
-            _rank, track, _start, dur, cause, before, after = r.largest_gaps.row(0)
-            out.append(f"  longest gap: {duration(dur)} on {track}, "
+            first = r.largest_gaps.head(1)
+            where = first.select(device_names(r.devices)).item()
+            dur, cause, before, after = first.select(S.DUR_NS, "cause", "before",
+                                                     "after").row(0)
+            out.append(f"  longest gap of a device: {duration(dur)} on {where}, "
                        f"{cause.replace('_', ' ')}, after {short(before)}, "
                        f"before {short(after)}")
         out.append("")
