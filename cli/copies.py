@@ -1,4 +1,4 @@
-"""``neurontrace copies``: every host <-> device transfer, once, with the op that made it."""
+"""``neurontrace copies``: every transfer (h2d, d2h, d2d, p2p), once, with the op that made it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import click
 from click.core import ParameterSource
 
 from neurontrace import analysis
-from neurontrace.analysis.copies import largest
+from neurontrace.analysis.copies import by_direction, largest
 from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
 from neurontrace.views import terminal as T
 
@@ -20,12 +20,14 @@ from neurontrace.views import terminal as T
 @verbose_option
 @click.pass_context
 def copies(ctx: click.Context, path: Path, top: int, as_json: bool) -> None:
-    """Every transfer between host and device in PATH, reported once.
+    """Every transfer in PATH, reported once: host to device (h2d), device to host
+    (d2h), device to device (d2d) and peer to peer (p2p), each direction counted apart.
 
     One transfer seen as a runtime call, a DMA and a framework copy op is one row,
     listing its layers. op is the outermost framework op (what the user called), via
-    the innermost; tiny marks transfers of at most 64 bytes (a scalar such as eps
-    living on the host). The table shows a summary per op, then the --top largest
+    the innermost; tiny marks host-to-device transfers of at most 64 bytes (a scalar
+    such as eps living on the host). The table shows the copies and bytes per
+    direction, a summary per op and direction, then the --top largest
     transfers by bytes (then time; all, in time order, for 0). --json prints every
     transfer in time order, or, when --top is given, the --top largest.
     """
@@ -34,4 +36,5 @@ def copies(ctx: click.Context, path: Path, top: int, as_json: bool) -> None:
         given = ctx.get_parameter_source("top") is not ParameterSource.DEFAULT
         T.emit_json(T.records(largest(found, top) if given else found))
         return
-    T.show(T.copies(largest(found, top), found, analysis.copy_summary(found), str(path)))
+    T.show(T.copies(largest(found, top), found, analysis.copy_summary(found),
+                    by_direction(found), str(path)))

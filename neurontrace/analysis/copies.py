@@ -1,4 +1,5 @@
-"""Copy detection: every transfer between host and device, and the op that caused it.
+"""Copy detection: every transfer (host to device, device to host, device to device,
+peer to peer), and the op that caused it.
 
 A **transfer** is data moved between host and device (or between devices), seen as one
 or more events of the runtime and device layers (:func:`.vocab.is_copy`): the rows the
@@ -17,9 +18,13 @@ when one is nested in another on its track; the transfer is reported once::
 
 - ``start_ns``, ``dur_ns``: of the device event when there is one (the movement itself),
   else of the outermost runtime call;
-- ``bytes``: the largest byte count any of its events gives; ``tiny``: at most
-  :data:`.vocab.TINY_BYTES` bytes (a scalar, such as an ``eps`` that lives on the host
-  and is copied before every use); null when no event gives a size;
+- ``bytes``: the data moved: the sum of its device events' byte counts (a request
+  carried out as several DMAs) or the largest count a runtime event gives, whichever
+  is larger; null when no event gives a size;
+- ``tiny``: a host-to-device transfer of at most :data:`.vocab.TINY_BYTES` bytes (a
+  scalar, such as an ``eps`` that lives on the host and is copied before every use);
+  false for every other direction (a small device-to-device or peer copy is no host
+  scalar); null for ``h2d`` of unknown size and when the direction is unknown;
 - ``direction``: ``h2d``, ``d2h``, ``d2d`` or ``p2p``: the events' ``direction``, the
   device side's first; null when none says (a copy call alone, its kind not recorded);
 - ``via``: the framework op the transfer's events are linked to (``framework_row``):
@@ -44,6 +49,7 @@ from neurontrace.analysis.ops import UNLINKED
 
 COLUMNS = (S.RANK, S.START_NS, S.DUR_NS, S.BYTES, "direction", "op", "via", "tiny", "layers")
 SUMMARY_COLUMNS = ("op", "direction", "copies", "bytes", S.DUR_NS, "tiny")
+DIRECTION_COLUMNS = ("direction", "copies", "bytes", "unsized", S.DUR_NS, "tiny")
 
 #: Ancestors walked up from ``via`` to find the outermost operator.
 _MAX_DEPTH = 256
@@ -69,11 +75,16 @@ def copies(lf: pl.LazyFrame) -> pl.DataFrame:
             pl.col(S.START_NS).first(),
             pl.col(S.DUR_NS).first(),
             pl.col(S.BYTES).max(),
+            pl.col(S.BYTES).filter(pl.col(S.LAYER) == S.DEVICE).sum().alias("_device_bytes"),
+            pl.col(S.BYTES).filter(pl.col(S.LAYER) == S.DEVICE).count().alias("_device_sized"),
             pl.col("direction").drop_nulls().first(),
             pl.col(S.FRAMEWORK_ROW).drop_nulls().first(),
             pl.col(S.LAYER).unique().alias("layers"),
         )
     )
+    device_bytes = pl.when(pl.col("_device_sized") > 0).then("_device_bytes")
+    per = per.with_columns(pl.max_horizontal(S.BYTES, device_bytes).alias(S.BYTES)).drop(
+        "_device_bytes", "_device_sized")
     per = per.join(_callers(lf, per.get_column(S.FRAMEWORK_ROW)), on=S.FRAMEWORK_ROW,
                    how="left")
     layer_order = {layer: i for i, layer in enumerate(S.LAYERS)}
@@ -81,7 +92,8 @@ def copies(lf: pl.LazyFrame) -> pl.DataFrame:
         per.with_columns(
             pl.col("via").fill_null(UNLINKED),
             pl.col("op").fill_null(pl.col("via")).fill_null(UNLINKED),
-            (pl.col(S.BYTES) <= V.TINY_BYTES).alias("tiny"),
+            pl.when(pl.col("direction") == S.H2D).then(pl.col(S.BYTES) <= V.TINY_BYTES)
+            .when(pl.col("direction").is_not_null()).then(False).alias("tiny"),
             pl.when(pl.col("_framework_copy").fill_null(False))
             .then(pl.col("layers").list.concat(pl.lit([S.FRAMEWORK])))
             .otherwise(pl.col("layers"))
@@ -105,6 +117,27 @@ def copy_summary(transfers: pl.DataFrame) -> pl.DataFrame:
         )
         .sort(["copies", "bytes", "op"], descending=[True, True, False], nulls_last=True)
         .select(SUMMARY_COLUMNS)
+    )
+
+
+def by_direction(transfers: pl.DataFrame) -> pl.DataFrame:
+    """Per ``direction`` (``h2d``, ``d2h``, ``d2d``, ``p2p`` in that order, then null for
+    copy calls that do not say): ``copies``, ``bytes`` (the sum of the known sizes; null
+    when none is known), ``unsized`` (transfers of unknown size), ``dur_ns``, ``tiny``
+    (count; only ``h2d`` has any)."""
+    order = {d: i for i, d in enumerate(S.DIRECTIONS)}
+    return (
+        transfers.group_by("direction")
+        .agg(
+            pl.len().cast(pl.Int64).alias("copies"),
+            pl.when(pl.col(S.BYTES).count() > 0).then(pl.col(S.BYTES).sum()).alias("bytes"),
+            pl.col(S.BYTES).null_count().cast(pl.Int64).alias("unsized"),
+            pl.col(S.DUR_NS).sum().alias(S.DUR_NS),
+            pl.col("tiny").sum().cast(pl.Int64).alias("tiny"),
+        )
+        .sort(pl.col("direction").replace_strict(order, default=len(order),
+                                                 return_dtype=pl.Int64))
+        .select(DIRECTION_COLUMNS)
     )
 
 

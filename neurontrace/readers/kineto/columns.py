@@ -385,7 +385,8 @@ def _args(
         pl.col("a").str.contains(f'"{k}"', literal=True).any().alias(k) for k in keys
     ).row(0)
     found = text.with_columns(
-        _raw_integer_arg(k).alias(k) if present else pl.lit(None, pl.String).alias(k)
+        _raw_integer_arg(k, k in _BYTE_KEYS).alias(k) if present
+        else pl.lit(None, pl.String).alias(k)
         for k, present in zip(keys, held, strict=True)
     ).drop("a")
     found = found.select(_as_int64(pl.col(k), k) for k in keys)
@@ -420,12 +421,16 @@ _LINK_KEYS = (
     (S.STREAM, ("stream",)),
     (S.EXTERNAL_ID, ("External id",)),
     (S.CORRELATION, ("correlation",)),
-    (S.BYTES, ("bytes", "Bytes", "size")),
+    (S.BYTES, ("bytes", "Bytes", "size", "mem size")),
 )
+#: The byte-count keys, whose value may also be text with a unit (MTIA's
+#: ``"mem size": "14139908 bytes"``).
+_BYTE_KEYS = frozenset(dict(_LINK_KEYS)[S.BYTES])
 
 
-def _raw_integer_arg(key: str) -> pl.Expr:
-    """The text of an integer-valued ``args`` key (null if absent or not an integer).
+def _raw_integer_arg(key: str, in_bytes: bool = False) -> pl.Expr:
+    """The text of an integer-valued ``args`` key (null if absent or not an integer);
+    with ``in_bytes``, a quoted value may end in the unit `` bytes`` (``"14139908 bytes"``).
 
     Kineto writes these as numbers, and some backends as strings (``"0x0"``, ``"2560"``).
     The quoted key followed by ``:`` only occurs as a key (inside a string value its
@@ -434,8 +439,9 @@ def _raw_integer_arg(key: str) -> pl.Expr:
     when the key is absent (a memchr-speed scan).
     """
     ws = "[ \t\r\n]*"
+    unit = "(?: bytes)?" if in_bytes else ""
     return pl.col("a").str.extract(
-        rf'(?-u)"{re.escape(key)}"{ws}:{ws}"?(-?[0-9]+|0[xX][0-9a-fA-F]+)"?{ws}[,}}]', 1
+        rf'(?-u)"{re.escape(key)}"{ws}:{ws}"?(-?[0-9]+|0[xX][0-9a-fA-F]+){unit}"?{ws}[,}}]', 1
     )
 
 
