@@ -1,4 +1,4 @@
-"""``neurontrace gaps``: device idle time per track, and each gap with its cause."""
+"""``neurontrace gaps``: device idle time per device and per track, each gap's cause."""
 
 from __future__ import annotations
 
@@ -19,13 +19,15 @@ from neurontrace.views import terminal as T
 @json_option
 @verbose_option
 def gaps(path: Path, min_gap_ns: int, top: int, as_json: bool) -> None:
-    """Device idle time in PATH per device track (GPU stream, NeuronCore), and its causes.
+    """Device idle time in PATH per device (GPU, NeuronCore), and its causes.
 
-    span = first device start to last device end; busy = union of device work; idle =
-    span - busy. Each gap is charged to what overlaps it most: a host-to-device copy, a
-    synchronisation, launch latency, host dispatch (framework ops running, nothing
-    launched yet) or unknown. The table lists the --top longest gaps; --json lists all
-    (at least --min-gap-ns long) in time order.
+    Per device: span = its first work's start to its last work's end; busy = the union
+    of its work on all its streams or queues; idle = span - busy. The same per track
+    (stream, queue) follows as a detail. Each gap is charged to what overlaps it most: a
+    host-to-device copy, a synchronisation, launch latency, host dispatch (framework ops
+    running, nothing launched yet) or unknown. The table lists the --top longest device
+    gaps (no stream of the device busy); --json lists all, per device and per track (at
+    least --min-gap-ns long), in time order.
     """
     found = analysis.gaps(events(path), min_gap_ns=min_gap_ns)
     if as_json:
