@@ -69,7 +69,9 @@ def test_trace_diff_copies_name_the_user_call() -> None:
     assert set(h2d.get_column("op")) == {"aten::to"}
     assert set(h2d.get_column("via")) == {"aten::copy_"}
     item = found.filter(pl.col("op") == "aten::item")
-    assert item.height == 18 and item.get_column("tiny").all()  # .item(): 8 bytes back
+    # .item(): 8 bytes back to the host, a d2h copy: small, but no host scalar (not tiny)
+    assert item.height == 18 and set(item.get_column("direction")) == {"d2h"}
+    assert set(item.get_column("bytes")) == {8} and not item.get_column("tiny").any()
 
 
 def test_steps_of_a_real_training_trace() -> None:
