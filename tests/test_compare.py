@@ -132,3 +132,23 @@ def test_copies_top_n_gives_the_n_largest_by_bytes_then_time(tmp_path: Path) -> 
     assert "Transfers (largest 3 of 6 by bytes, then time" in text
     assert "Transfers (all 6, in time order" in invoke("copies", trace, "--top", "0")
     assert "largest" in CliRunner().invoke(cli, ["copies", "--help"]).stdout
+
+
+@pytest.mark.corpus
+def test_compare_busy_and_idle_are_per_device_as_gaps_says() -> None:
+    """On a multi-stream trace, compare's device busy and idle are each device's union
+    of its streams (gaps' ``devices``), not the sum over streams."""
+    from support import corpus_dir
+
+    root = corpus_dir()
+    if root is None:
+        pytest.skip("NEURONTRACE_CORPUS is not set")
+    trace = str(root / "trace_diff.json.gz")
+    value = {(r["metric"], r["run"]): r["value"] for r in as_json("compare", trace, trace)}
+    devices = as_json("gaps", trace)["devices"]
+    assert devices, "trace_diff has device work"
+    assert value["device_busy_ns", "trace_diff"] == sum(d["busy_ns"] for d in devices)
+    assert value["idle_ns", "trace_diff"] == sum(d["idle_ns"] for d in devices)
+    tracks = as_json("gaps", trace)["tracks"]
+    assert len(tracks) > len(devices)  # several streams: the sum over them differs
+    assert value["idle_ns", "trace_diff"] != sum(t["idle_ns"] for t in tracks)

@@ -13,7 +13,8 @@ the first run's (``ratio``; below 1 means less time or fewer events than the fir
 - ``host_ns``: the sum of self times of the host view (``key_averages()``'s "Self CPU
   time total");
 - ``device_ns``: device time of all launches; ``device_busy_ns``: the union of device
-  work, summed over tracks; ``idle_ns``: device idle time summed over tracks;
+  work on each device (all its streams or queues), summed over devices; ``idle_ns``:
+  each device's idle time (no stream of it busy), summed over devices;
 - ``launches``: device launches;
 - ``copies``, ``copy_bytes``, ``tiny_copies``: transfers between host and device;
 - ``op:<name>``: for each op among the top ``top`` of any run, its device time (or,
@@ -143,8 +144,8 @@ def _figures(m: Measured) -> dict[str, int | None]:
         "steps": m.steps,
         "host_ns": int(r.host_ops.get_column(OP_SELF_NS).sum()),
         "device_ns": int(r.device_ops.get_column(OP_SELF_NS).sum()),
-        "device_busy_ns": int(r.tracks.get_column("busy_ns").sum()),
-        "idle_ns": int(r.tracks.get_column("idle_ns").sum()),
+        "device_busy_ns": int(r.devices.get_column("busy_ns").sum()),
+        "idle_ns": int(r.devices.get_column("idle_ns").sum()),
         "launches": int(r.device_ops.get_column("calls").sum()),
         "copies": r.transfers,
         "copy_bytes": int(r.copies.get_column(S.BYTES).sum()),
