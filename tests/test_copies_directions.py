@@ -131,6 +131,18 @@ def test_only_host_to_device_copies_are_tiny_or_hinted_as_host_scalars(path: Pat
     assert "between host and device" not in text
 
 
+@pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
+def test_report_counts_copies_per_direction_as_the_raw_json(path: Path) -> None:
+    """``report`` heads its copies with the count per direction (never "between host and
+    device" for copies between devices), in --json as ``directions``."""
+    r = CliRunner().invoke(cli, ["report", str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    got = {d["direction"]: d["copies"] for d in json.loads(r.stdout)["directions"]}
+    assert got == {d: n for d, (n, _) in expected_by_direction(path).items()}
+    text = CliRunner().invoke(cli, ["report", str(path)]).output
+    assert "between host and device" not in text
+
+
 def test_the_corpus_has_device_to_device_copies_and_mtia_dma_sizes() -> None:
     """The corpus cases this file is about are present (else the checks above prove
     little): d2d-only traces, and MTIA requests whose size is only in ``mem size``."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analysis.copies import copies, copy_summary
+from neurontrace.analysis.copies import by_direction, copies, copy_summary
 from neurontrace.analysis.gaps import CAUSES, gaps
 from neurontrace.analysis.ops import device_ops, host_ops
 from neurontrace.analysis.steps import steps
@@ -24,7 +24,8 @@ class Report:
     streams or queues); ``tracks``: its per-track table (a detail); ``idle``: ``cause,
     idle_ns`` over all devices, largest first; ``largest_gaps``: the longest gaps of the
     devices (times when none of a device's streams had work); ``copies``:
-    :func:`.copies.copy_summary`; ``transfers``: how many transfers; ``steps``: how many
+    :func:`.copies.copy_summary`; ``transfers``: how many transfers;
+    ``directions``: :func:`.copies.by_direction` of all of them; ``steps``: how many
     ``ProfilerStep`` spans (per rank, the most of any rank); ``device_rows``:
     :func:`device_rows` (what the device rows are, device work or not);
     ``runtime_calls``: how many runtime-layer rows (calls into the device runtime)."""
@@ -37,6 +38,7 @@ class Report:
     largest_gaps: pl.DataFrame
     copies: pl.DataFrame
     transfers: int
+    directions: pl.DataFrame
     steps: int
     device_rows: pl.DataFrame
     runtime_calls: int
@@ -79,6 +81,7 @@ def report(lf: pl.LazyFrame, top: int = 5) -> Report:
         largest_gaps=idle.device_gaps.sort(S.DUR_NS, descending=True).head(top),
         copies=copy_summary(moved).head(top),
         transfers=moved.height,
+        directions=by_direction(moved),
         steps=n_steps,
         device_rows=device_rows(lf),
         runtime_calls=int(lf.filter(pl.col(S.LAYER) == S.RUNTIME).select(pl.len())

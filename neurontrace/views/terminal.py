@@ -446,6 +446,7 @@ def report_json(r: Report) -> dict[str, Any]:
         "idle": records(r.idle),
         "largest_gaps": records(r.largest_gaps),
         "copies": records(r.copies),
+        "directions": records(r.directions),
         "device_rows": records(r.device_rows),
         "runtime_calls": r.runtime_calls,
     }
@@ -521,14 +522,16 @@ def report(r: Report, name: str) -> list[str]:
                        f"before {short(after)}")
         out.append("")
     if r.transfers:
-        out.append(heading(f"Copies: {r.transfers:,} transfer(s) between host and device"))
+        said = [DIRECTION_WORDS.get(d, "direction not recorded") + f" {n:,}"
+                for d, n in r.directions.select("direction", "copies").iter_rows()]
+        out.append(heading(f"Copies: {r.transfers:,} transfer(s) ({', '.join(said)})"))
         for op, direction, n, size, _dur, tiny in r.copies.iter_rows():
             small = (", all tiny (<= 64 B: scalars living on the host?)" if tiny == n
                      else f", {tiny:,} tiny" if tiny else "")
             out.append(f"  {short(op)}: {_per_step(n, r.steps, 'copy', direction or '')}, "
                        f"{nbytes(size)}{small}")
     else:
-        out.append("No copies between host and device.")
+        out.append("No copies (host to device, device to host or between devices).")
     out.append("")
     if r.host_ops.height:
         out.append(heading("Host time by op (self CPU, as key_averages)"))
