@@ -16,7 +16,7 @@ the first run's (``ratio``; below 1 means less time or fewer events than the fir
   work on each device (all its streams or queues), summed over devices; ``idle_ns``:
   each device's idle time (no stream of it busy), summed over devices;
 - ``launches``: device launches;
-- ``copies``, ``copy_bytes``, ``tiny_copies``: transfers between host and device;
+- ``copies``, ``copy_bytes``, ``tiny_copies``: transfers, every direction (``tiny``: h2d only);
 - ``op:<name>``: for each op among the top ``top`` of any run, its device time (or,
   when no run has device work, its self time on the host).
 
