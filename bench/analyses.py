@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace import analysis as A
-from neurontrace import store
+from neurontrace.io import store
 
 CASES: dict[str, Callable[[Path], Any]] = {
     "ops --layer framework": lambda p: A.ops(A.events(p)),

@@ -2,7 +2,7 @@
 
 This module imports neither Arrow nor Polars (nor the readers, which do): a conversion
 that will decode its input in parallel starts its worker processes first, and they
-import those alongside this process (see :mod:`neurontrace.splitting`).
+import those alongside this process (see :mod:`neurontrace.workers.splitting`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import click
 import neurontrace
 from neurontrace.cli.options import RANK, verbose_option
 from neurontrace.cli.progress import Bar
-from neurontrace.executors import EXECUTORS
-from neurontrace.quickstart import arrow_without_pandas
-from neurontrace.scratch import Terminated, sigterm_raises
+from neurontrace.io.scratch import Terminated, sigterm_raises
+from neurontrace.workers.executors import EXECUTORS
+from neurontrace.workers.settings import arrow_without_pandas
 
 #: The variable ``--explorer-timeout`` sets (``neurontrace.readers.neuron.raw.TIMEOUT_ENV``;
 #: not imported from there: this module imports no reader).
@@ -114,7 +114,7 @@ def _run(inputs: tuple[Path, ...], out: str, fmt: str | None, rank: int | None, 
          executor: str, address: str | None, force: bool,
          progress: bool | None) -> neurontrace.Converted:
     if len(inputs) == 1 and fmt in (None, "kineto") and _regular_file(inputs[0]):
-        from neurontrace.splitting import start_workers
+        from neurontrace.workers.splitting import start_workers
 
         start_workers(inputs[0])
     arrow_without_pandas()

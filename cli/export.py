@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
-from neurontrace import analysis, atomic
+from neurontrace import analysis
 from neurontrace.cli.options import json_option, path_argument, verbose_option
 from neurontrace.cli.progress import Bar
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.scratch import Terminated, sigterm_raises
+from neurontrace.io import atomic
+from neurontrace.io.scratch import Terminated, sigterm_raises
 from neurontrace.views import chrome
 from neurontrace.views import terminal as T
 

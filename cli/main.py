@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, NoReturn
 
-from neurontrace.quickstart import arrow_without_pandas, before_imports
+from neurontrace.workers.settings import arrow_without_pandas, before_imports
 
 before_imports()  # before anything imports Polars or NumPy
 
@@ -98,7 +98,7 @@ def from_reading(e: BaseException) -> bool:
 def scans() -> int:
     """How many lazy scans of our files this process has made (none if it has not
     imported the store)."""
-    store = sys.modules.get("neurontrace.store")
+    store = sys.modules.get("neurontrace.io.store")
     return int(store.scans()) if store is not None else 0
 
 
@@ -107,9 +107,9 @@ def unreadable_input(e: BaseException, since: int) -> str | None:
     after the first ``since`` (the read happens inside an analysis, at collect time): a
     message naming the first of those files that cannot be read whole, or None (then
     ``e`` is a bug)."""
-    if not from_reading(e) or "neurontrace.store" not in sys.modules:
+    if not from_reading(e) or "neurontrace.io.store" not in sys.modules:
         return None  # nothing was scanned in this process
-    from neurontrace import store
+    from neurontrace.io import store
 
     return store.unreadable(store.scanned(since))
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import click
 import polars as pl
 
-from neurontrace import analysis, atomic
+from neurontrace import analysis
 from neurontrace.cli.compare import labels
 from neurontrace.cli.options import json_option, top_option, verbose_option
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.io import atomic
 from neurontrace.views import html
 from neurontrace.views import terminal as T
 from neurontrace.views.results import ALL, Run, cut

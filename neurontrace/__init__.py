@@ -31,9 +31,9 @@ _EXPORTS: dict[str, str] = {
     "Converted": "convert",
     "convert": "convert",
     "load": "convert",
-    "file_metadata": "store",
-    "read": "store",
-    "scan": "store",
+    "file_metadata": "io.store",
+    "read": "io.store",
+    "scan": "io.store",
 }
 
 
@@ -59,8 +59,8 @@ sys.modules[__name__].__class__ = _Package
 if TYPE_CHECKING:
     from neurontrace.convert import Converted, convert, load
     from neurontrace.errors import BadInput, NeurontraceError, SchemaMismatch
+    from neurontrace.io.store import file_metadata, read, scan
     from neurontrace.schema import SCHEMA, SCHEMA_VERSION
-    from neurontrace.store import file_metadata, read, scan
 
 __all__ = [
     "SCHEMA",

@@ -17,22 +17,22 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from neurontrace import atomic, scratch, store
 from neurontrace import schema as S
-from neurontrace.assemble import Assembled, assemble
-from neurontrace.destination import Place, lock, matching
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.digest import Later, content_digest
 from neurontrace.errors import BadInput, UnknownFormat
-from neurontrace.executors import Executor, Serial, executor_of
+from neurontrace.io import atomic, scratch, store
+from neurontrace.io.destination import Place, lock, matching
+from neurontrace.io.digest import Later, content_digest
 from neurontrace.readers import detect
 from neurontrace.readers.base import Progress, Source
-from neurontrace.spill import SpillLimit
+from neurontrace.table.assemble import Assembled, assemble
+from neurontrace.table.spill import SpillLimit
+from neurontrace.workers.executors import Executor, Serial, executor_of
 
 PathLike = str | os.PathLike[str]
 
 #: Folder next to the output where external converters (neuron-explorer) write (see
-#: :func:`neurontrace.scratch.cache_folder`: per user in a folder anyone may write to).
+#: :func:`neurontrace.io.scratch.cache_folder`: per user in a folder anyone may write to).
 CACHE_DIR = scratch.CACHE
 
 
@@ -289,7 +289,7 @@ class Job:
     candidates: tuple[str, ...] = ()
     previous: Place | None = None
     force: bool = False
-    #: The run's temporary folder (:func:`neurontrace.scratch.run_folder`), where the
+    #: The run's temporary folder (:func:`neurontrace.io.scratch.run_folder`), where the
     #: job makes a folder for its own temporary files; elsewhere (a job on another
     #: machine) it makes a run folder of its own.
     scratch: str | None = None
@@ -379,14 +379,14 @@ def convert(
     holds several traces (a Neuron run folder) become a dataset folder partitioned by
     rank (``dst/rank=N/<input>.parquet``), converted one input per job by ``executor``
     (``local`` with ``jobs`` processes, or ``ray`` at ``address``; see
-    :mod:`neurontrace.executors`). An output already at ``dst`` that was converted from
+    :mod:`neurontrace.workers.executors`). An output already at ``dst`` that was converted from
     the same input bytes (BLAKE3 content hash in its metadata) with the same options and
     neurontrace version is kept, unless ``force``. The same input given twice (another
     spelling, a link, a file also inside a folder given) is converted once.
 
     Inputs are never written to: a ``dst`` that is an input, lies inside an input folder
     or holds an input is refused before anything is written (resolved paths and
-    ``st_dev``/``st_ino`` compared, see :func:`neurontrace.atomic.refuse_overlap`), and
+    ``st_dev``/``st_ino`` compared, see :func:`neurontrace.io.atomic.refuse_overlap`), and
     so is one that exists but is not a regular file, or, for a dataset, not a folder of
     our Parquet files (a device, a FIFO, a folder of other files).
 
@@ -397,10 +397,10 @@ def convert(
     another filesystem each file is copied up once complete, and files of inputs no
     longer given are deleted last. Every temporary file is in one run folder next to a
     local ``dst`` (the system's temporary folder for a remote one), removed however the
-    run ends (:mod:`neurontrace.scratch`); the spill is bounded
-    (:data:`neurontrace.spill.SPILL_LIMIT`). External converters (``neuron-explorer``)
+    run ends (:mod:`neurontrace.io.scratch`); the spill is bounded
+    (:data:`neurontrace.table.spill.SPILL_LIMIT`). External converters (``neuron-explorer``)
     write into a cache next to a local ``dst`` (the system's temporary folder for a
-    remote one), private to the user (:func:`neurontrace.scratch.cache_folder`).
+    remote one), private to the user (:func:`neurontrace.io.scratch.cache_folder`).
     """
     srcs = [src] if isinstance(src, (str, os.PathLike)) else list(src)
     place = Place.of(dst)

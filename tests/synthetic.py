@@ -6,7 +6,7 @@ the Neuron runtime vocabulary of ``../shared/docs/formats.md`` §5 (``nrt_tensor
 categories and names of the real traces in ``../shared/corpus/kineto``. Each test builds
 the few rows its edge case needs; everything not given takes a neutral default, and
 ``parent`` / ``depth`` / ``self_ns`` are derived per track with the project's own
-:func:`neurontrace.nesting.nest`, as the assembler does.
+:func:`neurontrace.table.nesting.nest`, as the assembler does.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import polars as pl
 import pyarrow as pa
 
 from neurontrace import schema as S
-from neurontrace.nesting import nest
 from neurontrace.readers import neuron as N
 from neurontrace.readers.kineto import roles as K
+from neurontrace.table.nesting import nest
 
 HOST = "thread 1 (python)"
 NC0 = "nc 0"

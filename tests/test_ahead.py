@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from neurontrace.ahead import ahead
+from neurontrace.io.ahead import ahead
 
 
 def _items(n: int, fail_at: int | None = None) -> Iterator[int]:

@@ -6,7 +6,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurontrace.nesting import containers
+from neurontrace.table.nesting import containers
 
 
 def torch_parents(spans: list[tuple[int, int, int, int]]) -> dict[int, int | None]:

@@ -9,7 +9,7 @@ import pytest
 
 import neurontrace
 from neurontrace import schema as S
-from neurontrace import spill, sweep
+from neurontrace.table import spill, sweep
 
 from support import FIXTURES
 

@@ -26,9 +26,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 import neurontrace
-from neurontrace import scratch, spill, splitting
 from neurontrace.cli.main import cli
+from neurontrace.io import scratch
 from neurontrace.readers.kineto import spans
+from neurontrace.table import spill
+from neurontrace.workers import splitting
 
 from support import KINETO
 
@@ -402,8 +404,8 @@ def test_a_parallel_decoded_convert_leaves_no_file_and_nor_does_a_rerun(
 SLOW = """
 import os, sys
 from neurontrace.cli.main import main
-import neurontrace.splitting as splitting
-from neurontrace import spill
+import neurontrace.workers.splitting as splitting
+from neurontrace.table import spill
 ready = int(sys.argv[1])
 splitting.MIN_SPAN = int(sys.argv[2])
 real = spill.Spill.finish

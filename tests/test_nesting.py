@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.nesting import nest
+from neurontrace.table.nesting import nest
 
 
 def stack_reference(spans: list[tuple[int, int, int, int]]) -> dict[int, tuple]:

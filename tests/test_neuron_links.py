@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 import neurontrace
 from neurontrace import schema as S
-from neurontrace.assemble import assemble
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events
 from neurontrace.readers.neuron.clock import place
+from neurontrace.table.assemble import assemble
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "neuron"
 

@@ -18,8 +18,8 @@ from blake3 import blake3
 
 import neurontrace
 from neurontrace import schema as S
-from neurontrace.digest import content_digest
 from neurontrace.errors import BadInput
+from neurontrace.io.digest import content_digest
 
 from support import KINETO
 

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 
 import neurontrace
 from neurontrace.cli.main import cli
-from neurontrace.destination import Place
 from neurontrace.errors import BadInput
+from neurontrace.io.destination import Place
 
 from support import KINETO
 

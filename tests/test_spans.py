@@ -21,12 +21,12 @@ import pytest
 from click.testing import CliRunner
 
 import neurontrace
-from neurontrace import executors, splitting
 from neurontrace.cli.main import cli
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers.jsonstream import ArrayStream, Misaligned, cuts, outer_fields
 from neurontrace.readers.kineto import spans
+from neurontrace.workers import executors, splitting
 
 from support import FIXTURES, KINETO
 

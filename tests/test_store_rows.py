@@ -8,7 +8,7 @@ import polars as pl
 
 import neurontrace
 from neurontrace import schema as S
-from neurontrace import store
+from neurontrace.io import store
 
 from synthetic import dev, op, table
 

@@ -1,7 +1,7 @@
 """A trace too large to hold is derived bucket by bucket, with the one-bucket result.
 
 ``NEURONTRACE_MEMORY_ROWS=1`` puts every trace of more than one row in bucket files
-(:mod:`neurontrace.sweep`); buckets of a few rows make spans stay open across many
+(:mod:`neurontrace.table.sweep`); buckets of a few rows make spans stay open across many
 buckets, flows bind to spans of earlier buckets and links join rows far apart.
 """
 
@@ -16,8 +16,8 @@ import pytest
 
 import neurontrace
 from neurontrace import schema as S
-from neurontrace import spill, sweep
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.table import spill, sweep
 
 from support import FIXTURES, corpus_dir
 
@@ -131,8 +131,8 @@ def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPat
     to files too."""
     import gzip
 
-    from neurontrace import splitting
     from neurontrace.readers.kineto import spans
+    from neurontrace.workers import splitting
 
     path = tmp_path / "trace.json"
     path.write_bytes(gzip.decompress(

@@ -6,7 +6,7 @@ import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neurontrace.units import decimal_text_to_ns, us_text_to_ns
+from neurontrace.readers.units import decimal_text_to_ns, us_text_to_ns
 
 NS = st.integers(min_value=-(10**18), max_value=9 * 10**18)
 

@@ -28,8 +28,8 @@ from neurontrace.analysis.copies import copies, copy_summary
 from neurontrace.analysis.gaps import Gaps, gaps
 from neurontrace.analysis.ops import device_ops, host_ops, ops
 from neurontrace.analysis.report import Report, report
-from neurontrace.analysis.source import events
 from neurontrace.analysis.steps import steps
+from neurontrace.io.load import events
 
 __all__ = [
     "ALL",

@@ -12,7 +12,7 @@ run: ``calls`` (# of Calls), ``self_ns`` (Self CPU), ``total_ns`` (CPU total) an
   :data:`.vocab.HOST_ROLES`), minus the utility ops torch filters out
   (``aten::is_leaf``, ...); every ``ProfilerStep#N`` is named ``ProfilerStep*``;
 - they are nested per thread among themselves only (other spans on the thread are
-  ignored) by torch's rule (:func:`neurontrace.nesting.containers`), and self =
+  ignored) by torch's rule (:func:`neurontrace.table.nesting.containers`), and self =
   duration - the durations of the direct children (negative where ``with_stack``'s
   Python frames overlap ``record_function`` ranges: torch reports the same);
 - an op nested directly in an op of the same name that has no other child is merged
@@ -40,7 +40,7 @@ import polars as pl
 
 from neurontrace import schema as S
 from neurontrace.analysis import vocab as V
-from neurontrace.nesting import containers
+from neurontrace.table.nesting import containers
 
 Layer = Literal["framework", "device"]
 UNLINKED = "(unlinked)"

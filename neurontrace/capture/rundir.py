@@ -12,9 +12,9 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from neurontrace import atomic
 from neurontrace.capture import manifest
 from neurontrace.errors import BadInput
+from neurontrace.io import atomic
 
 
 def default_out(workload: str) -> Path:

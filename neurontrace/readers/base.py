@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from neurontrace.spill import Frames
+    from neurontrace.table.spill import Frames
 
 from neurontrace.diagnostics import Diagnostics
 
@@ -57,12 +57,12 @@ class Events:
     #: Set by a reader that spills its own batches (decoding parts of the file in
     #: parallel processes): called with the folder for temporary files (None: the
     #: system's), it returns the spill files in row order and the rows' narrow columns
-    #: (see :mod:`neurontrace.spill`); ``batches`` is then not used.
+    #: (see :mod:`neurontrace.table.spill`); ``batches`` is then not used.
     spill: Callable[[Path | None], tuple[list[Path], Frames]] | None = None
     #: The folder for temporary files, set by the assembler before ``batches`` is read.
     workdir: Path | None = None
     #: Flow events too many to hold, in files (``flows`` is then None); see
-    #: :class:`neurontrace.spill.Held`.
+    #: :class:`neurontrace.table.spill.Held`.
     flow_files: Frames | None = None
 
 

@@ -45,8 +45,8 @@ from typing import BinaryIO, Generic, TypeVar
 import msgspec
 import numpy as np
 
-from neurontrace.ahead import ahead
 from neurontrace.errors import BadInput
+from neurontrace.io.ahead import ahead
 
 BLOCK = 8 << 20  # bytes read per step
 #: The key whose array a document may also be alone, as a bare top-level array.

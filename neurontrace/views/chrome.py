@@ -37,8 +37,8 @@ from typing import IO, Any
 import orjson
 import polars as pl
 
-from neurontrace import atomic
 from neurontrace import schema as S
+from neurontrace.io import atomic
 
 #: First key of the file: how :mod:`neurontrace.readers.exported` recognises it.
 MARKER = "neurontrace"

@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 import polars as pl
 
-from neurontrace import atomic
 from neurontrace import schema as S
 from neurontrace.analysis.gaps import CAUSES
+from neurontrace.io import atomic
 from neurontrace.views.results import Run, cut
 
 MAX_EVENTS = 20_000

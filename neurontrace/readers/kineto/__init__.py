@@ -2,7 +2,7 @@
 
 The file is streamed a chunk of events at a time (see :mod:`.jsonstream`) and decoded
 with msgspec into small structs whose ``ts``, ``dur`` and ``args`` stay raw text: times
-are converted exactly from that text (:mod:`neurontrace.units`) and ``args`` is kept as
+are converted exactly from that text (:mod:`neurontrace.readers.units`) and ``args`` is kept as
 JSON text, so nothing the profiler wrote is lost or rounded. The few ``args`` keys that
 link layers (``External id``, ``correlation``, ``device``, ``stream``, byte counts) are
 read into typed columns from that text.
@@ -32,7 +32,7 @@ from neurontrace.readers.kineto.events import (
     record_repairs,
     show_surrogates,
 )
-from neurontrace.spill import Frames, Held
+from neurontrace.table.spill import Frames, Held
 
 _HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
                 b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
@@ -120,7 +120,7 @@ def finish(ev: Events, path: Path, trace: dict[str, Any], flows: Frames,
                 "64-bit range of nanoseconds"
             )
     held = flows.in_memory()
-    if held is None:  # too many to hold: in files (see neurontrace.sweep)
+    if held is None:  # too many to hold: in files (see neurontrace.table.sweep)
         ev.flows, ev.flow_files = None, flows
     else:
         ev.flows = held.to_arrow().cast(FLOWS_SCHEMA) if held.width else \

@@ -20,7 +20,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA
 from neurontrace.readers.kineto.events import ANY_JSON, Event, dump
 from neurontrace.readers.kineto.roles import classify
-from neurontrace.units import microseconds_to_ns
+from neurontrace.readers.units import microseconds_to_ns
 
 #: Kineto category -> layer. Unknown categories are framework events.
 LAYER_OF_CATEGORY: dict[str, str] = {

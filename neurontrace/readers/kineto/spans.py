@@ -26,10 +26,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from neurontrace import splitting
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
-from neurontrace.executors import Processes
 from neurontrace.readers.base import Events, Progress
 from neurontrace.readers.jsonstream import (
     ArrayStream,
@@ -40,7 +38,17 @@ from neurontrace.readers.jsonstream import (
 )
 from neurontrace.readers.kineto import KEY, Part, finish
 from neurontrace.readers.kineto.columns import Metadata
-from neurontrace.spill import Budget, Frames, Held, SpillLimit, memory_rows, spill_all, temporary
+from neurontrace.table.spill import (
+    Budget,
+    Frames,
+    Held,
+    SpillLimit,
+    memory_rows,
+    spill_all,
+    temporary,
+)
+from neurontrace.workers import splitting
+from neurontrace.workers.executors import Processes
 
 Span = tuple[int | None, int | None]  # (start, stop); None: the array's start / end
 
@@ -67,7 +75,7 @@ class Job:
     start: int | None
     stop: int | None
     spill: Path
-    limit: int  # rows whose narrow columns stay in memory (see neurontrace.spill)
+    limit: int  # rows whose narrow columns stay in memory (see neurontrace.table.spill)
 
 
 @dataclass
@@ -188,7 +196,7 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
 
 def _limit(start: int, stop: int, size: int) -> int:
     """Rows of a span read in this process whose narrow columns stay in memory (a
-    worker's go to files): its share, by bytes, of :func:`~neurontrace.spill.memory_rows`,
+    worker's go to files): its share, by bytes, of :func:`~neurontrace.table.spill.memory_rows`,
     and half as much again (events are not spread evenly), so that the spans together
     never hold much more than that."""
     return max(1, int(memory_rows() * (stop - start) / max(size, 1) * 1.5))

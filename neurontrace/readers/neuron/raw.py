@@ -10,7 +10,7 @@ Explorer Parquet reader reads the result. ``--ingest-only`` matters: without it
 The child runs in its own process group with a timeout (:data:`TIMEOUT_ENV`, default
 :data:`DEFAULT_TIMEOUT` seconds); on timeout, Ctrl-C or any other exit the whole group
 is killed and its half-written output removed (it is written in a run folder of
-:mod:`neurontrace.scratch` inside the cache, renamed into place only when complete).
+:mod:`neurontrace.io.scratch` inside the cache, renamed into place only when complete).
 
 ``neuron-profile`` (the tool's name before Neuron Explorer) refuses Parquet output: it
 is never used here; with only it on PATH, conversion fails with the legacy-JSON command
@@ -34,9 +34,9 @@ import subprocess
 from functools import partial
 from pathlib import Path
 
-from neurontrace import scratch
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, ToolMissing
+from neurontrace.io import scratch
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress, Source
 from neurontrace.readers.neuron.explorer import ExplorerReader, is_explorer_folder
@@ -121,7 +121,7 @@ def _key(capture: Path) -> str:
 def _content(args: list[str]) -> str:
     """Content hashes of what ``view ARGS`` reads (the NEFF, NTFF or session folder):
     a cached conversion is reused only when they are the ones it recorded."""
-    from neurontrace.digest import content_digest
+    from neurontrace.io.digest import content_digest
 
     named = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-n", "-s", "-d")]
     return " ".join(content_digest(Path(p)) for p in named)

@@ -4,7 +4,7 @@ Wide columns (names, ``args``) are most of a trace's bytes and no derivation rea
 so the reader's batches go whole to a temporary Arrow IPC file as they arrive and are
 streamed back when the output is written; memory holds only the narrow columns (about a
 hundred bytes a row), and for a trace of more than :func:`memory_rows` rows not even
-those: they go to files too, which :mod:`neurontrace.sweep` reads a bucket at a time.
+those: they go to files too, which :mod:`neurontrace.table.sweep` reads a bucket at a time.
 Readers that decode parts of a file in parallel write one spill file per part, each in
 its own process.
 
@@ -121,7 +121,7 @@ def temporary(workdir: Path | None, suffix: str = ".spill.arrow") -> Path:
 
 
 #: Rows whose narrow columns a conversion holds in memory; past that they go to disk
-#: too and the derivations sweep the trace in buckets (see :mod:`neurontrace.sweep`).
+#: too and the derivations sweep the trace in buckets (see :mod:`neurontrace.table.sweep`).
 MEMORY_ROWS = "NEURONTRACE_MEMORY_ROWS"
 DEFAULT_MEMORY_ROWS = 1_000_000
 

@@ -23,7 +23,7 @@ A kernel may run long after its op, so the rules join rows anywhere in the trace
 are computed from tables with one entry per link key (External id, correlation, flow
 id, execution), built in passes over the runtime and device rows a chunk at a time:
 memory follows the number of keys, not of rows. Where several rows could give a key's
-entry, the first row (by ``row``) does. :mod:`neurontrace.sweep` hands in one chunk per
+entry, the first row (by ``row``) does. :mod:`neurontrace.table.sweep` hands in one chunk per
 row range (one for a trace held in memory).
 """
 

@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from neurontrace import atomic
 from neurontrace import schema as S
-from neurontrace.ahead import ahead
 from neurontrace.errors import BadInput, SchemaMismatch, is_panic, one_line, panic_message, shown
+from neurontrace.io import atomic
+from neurontrace.io.ahead import ahead
 
 ROW_GROUP = 256 * 1024
 #: ... or fewer, where rows are wide: the writer holds a row group's pages until it ends.
@@ -39,7 +39,7 @@ def metadata(**fields: Any) -> dict[bytes, bytes]:
 def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
                   meta: dict[bytes, bytes], tmp_dir: Path | None = None) -> None:
     """Write event batches to ``dst`` through a temporary file renamed into place
-    (:func:`neurontrace.atomic.writing`: made in ``tmp_dir``, a run's temporary folder,
+    (:func:`neurontrace.io.atomic.writing`: made in ``tmp_dir``, a run's temporary folder,
     when given; the mode any new file gets; nothing left on failure)."""
     schema = S.SCHEMA.with_metadata(meta)
     with atomic.writing(dst, tmp_dir) as tmp, pq.ParquetWriter(

@@ -1,7 +1,7 @@
 """From a reader's raw rows to the event table.
 
-The reader's batches go to a spill file (:mod:`neurontrace.spill`), their narrow columns
-to the derivations (:mod:`neurontrace.sweep`), and :class:`Assembled` streams the rows
+The reader's batches go to a spill file (:mod:`neurontrace.table.spill`), their narrow columns
+to the derivations (:mod:`neurontrace.table.sweep`), and :class:`Assembled` streams the rows
 out in schema order: the reader's columns from the spill, the derived ones beside them.
 """
 
@@ -20,15 +20,15 @@ import pyarrow.ipc
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import Events
-from neurontrace.spill import read_batches, spill_all, temporary
-from neurontrace.sweep import derive
+from neurontrace.table.spill import read_batches, spill_all, temporary
+from neurontrace.table.sweep import derive
 
 #: Columns a reader may give for some rows, which the derivations complete.
 _COMPLETED = (S.TRACK, S.FLOW_IDS)
 
 
 class Derived(Protocol):
-    """The derived columns of every row (:class:`neurontrace.sweep.Ranges`)."""
+    """The derived columns of every row (:class:`neurontrace.table.sweep.Ranges`)."""
 
     @property
     def height(self) -> int: ...
@@ -96,8 +96,8 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
     """Consume the reader's batches and derive the columns that relate rows.
 
     The reader's batches go to temporary Arrow IPC files as they arrive (see
-    :mod:`neurontrace.spill`); only the narrow columns the derivations need are kept,
-    and :func:`neurontrace.sweep.derive` derives the rest from them. ``read`` is called
+    :mod:`neurontrace.table.spill`); only the narrow columns the derivations need are kept,
+    and :func:`neurontrace.table.sweep.derive` derives the rest from them. ``read`` is called
     once the input has been read.
     """
     ev.workdir = workdir

@@ -23,8 +23,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from neurontrace import schema as S
-from neurontrace.atomic import hidden_name
 from neurontrace.errors import BadInput
+from neurontrace.io.atomic import hidden_name
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def matching(fs: pafs.FileSystem, path: str, want: dict[str, Any]) -> dict[bytes
 
 @contextmanager
 def lock(dst: Path) -> Iterator[None]:
-    """Hold ``.<name>.lock`` next to ``dst`` (:func:`~neurontrace.atomic.hidden_name`: a
+    """Hold ``.<name>.lock`` next to ``dst`` (:func:`~neurontrace.io.atomic.hidden_name`: a
     shorter name for a long one): a second ``convert`` into the same local destination
     waits for the first to finish (``flock``; where unavailable, no lock).
 

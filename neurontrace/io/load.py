@@ -7,10 +7,10 @@ from pathlib import Path
 
 import polars as pl
 
-from neurontrace import store
 from neurontrace.convert import load_all
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat, shown
+from neurontrace.io import store
 from neurontrace.readers import detect
 from neurontrace.readers.base import Progress
 

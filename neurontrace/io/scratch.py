@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from neurontrace.atomic import cannot_write
+from neurontrace.io.atomic import cannot_write
 
 PREFIX = ".neurontrace-tmp-"
 LOCK = "lock"

@@ -1,9 +1,9 @@
 """The derivations: the columns that relate rows (tracks, nesting, steps, flows, links).
 
 Everything here is format-independent: a reader supplies rows with times, ids and
-categories (their narrow columns, :mod:`neurontrace.spill`), and this module derives the
+categories (their narrow columns, :mod:`neurontrace.table.spill`), and this module derives the
 columns that relate rows to one another, in one way for every trace: a sweep over time
-buckets. A trace whose narrow columns fit :func:`~neurontrace.spill.memory_rows` is one
+buckets. A trace whose narrow columns fit :func:`~neurontrace.table.spill.memory_rows` is one
 bucket, held in memory; a larger one is cut into buckets of :func:`bucket_rows` rows in
 files, and memory follows the size of a bucket, not of the trace::
 
@@ -14,14 +14,14 @@ files, and memory follows the size of a bucket, not of the trace::
     row ranges     --write---> the derived columns a batch at a time (:class:`Ranges`)
 
 Each derivation relates a row to rows that start no later than it, or to a few rows
-kept whole. Nesting (:mod:`neurontrace.nesting`): the containers of a span start before
+kept whole. Nesting (:mod:`neurontrace.table.nesting`): the containers of a span start before
 it and end after the next bucket's first start, so the spans still open at a bucket's
 end are carried into the next, with the child time counted so far (a span's ``self_ns``
 is known when it closes). Flows: a flow binds to a span starting at its time (same
 bucket) or the last span on its thread started before it, so each thread's last span is
 carried. Steps: the ``ProfilerStep`` spans are few and kept whole. Links
 (``framework_row``) join runtime and device rows to framework rows anywhere in the
-trace: they are computed at the end by :mod:`neurontrace.linking`, a row range at a
+trace: they are computed at the end by :mod:`neurontrace.table.linking`, a row range at a
 time, from tables with one entry per link key (none in a CPU-only trace), so their
 memory follows the number of keys.
 
@@ -45,10 +45,10 @@ import pyarrow.ipc
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.linking import COLUMNS, Linker
-from neurontrace.nesting import at_positions, depths, in_order, nearest, parents_in_order
 from neurontrace.readers.base import Events
-from neurontrace.spill import Frames, complete, memory_rows
+from neurontrace.table.linking import COLUMNS, Linker
+from neurontrace.table.nesting import at_positions, depths, in_order, nearest, parents_in_order
+from neurontrace.table.spill import Frames, complete, memory_rows
 
 #: Rows per bucket (and per row range) of a trace past :func:`memory_rows`, unless
 #: ``$NEURONTRACE_BUCKET_ROWS`` says.
@@ -388,7 +388,7 @@ class _Sweep:
     def _keep_for_links(self, df: pl.DataFrame, s: pl.DataFrame, parent: np.ndarray,
                         old: np.ndarray) -> None:
         """Runtime and device rows, with their nearest framework ancestor (its row and
-        External id), for :mod:`neurontrace.linking` at the end."""
+        External id), for :mod:`neurontrace.table.linking` at the end."""
         fw = s.get_column("fw").to_numpy()
         up = nearest(parent, fw)
         nest = pl.DataFrame({
@@ -401,7 +401,7 @@ class _Sweep:
 
     # -- links, at the end -------------------------------------------------------------
     def _link(self) -> pl.DataFrame:
-        """Link runtime and device rows (:mod:`neurontrace.linking`), a row range at a
+        """Link runtime and device rows (:mod:`neurontrace.table.linking`), a row range at a
         time, into the ``linked`` files; the step of each op that launched device work."""
         try:
             if not self.has_links:

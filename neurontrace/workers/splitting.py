@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from neurontrace.executors import READ_WORKERS, prestart
+from neurontrace.workers.executors import READ_WORKERS, prestart
 
 #: Files smaller than two of these are read in one go; no span is smaller, unless it is
 #: the last ...

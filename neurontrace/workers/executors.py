@@ -6,7 +6,7 @@ by reference: a module-level function). On the first failure no further job is s
 the jobs already running finish (their outputs are kept, so a rerun resumes from them),
 then that first error is raised.
 
-Local workers are fresh interpreters (``python -m neurontrace.executors``) fed pickled
+Local workers are fresh interpreters (``python -m neurontrace.workers.executors``) fed pickled
 jobs through pipes: ``multiprocessing`` children would re-run the caller's ``__main__``
 or fork a process whose Arrow and Polars thread pools are running.
 """
@@ -128,7 +128,7 @@ class Processes:
 def _spawn(module: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """A worker process that imports ``module`` before it says it is ready; its
     environment is this process's with ``env`` added."""
-    return subprocess.Popen([sys.executable, "-m", "neurontrace.executors", module],
+    return subprocess.Popen([sys.executable, "-m", "neurontrace.workers.executors", module],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env={**os.environ, READ_WORKERS: "1", **env})
 
@@ -285,7 +285,7 @@ class Ray:
 
 
 if __name__ == "__main__":
-    from neurontrace.quickstart import arrow_without_pandas, before_imports
+    from neurontrace.workers.settings import arrow_without_pandas, before_imports
 
     before_imports()
     arrow_without_pandas()

@@ -243,7 +243,7 @@ def writing(dst: Path, tmp_dir: Path | None = None, fsync: bool = False) -> Iter
     ends without an exception, removed otherwise (whatever the exception).
 
     The temporary file is made in ``tmp_dir`` when that is on ``dst``'s file system
-    (a run's temporary folder, see :mod:`neurontrace.scratch`), else next to ``dst``;
+    (a run's temporary folder, see :mod:`neurontrace.io.scratch`), else next to ``dst``;
     its name fits in :data:`NAME_MAX` bytes. Before the rename it is given
     :func:`file_mode`; with ``fsync`` its bytes (and the rename) are flushed to disk.
     An existing ``dst`` that is not a regular file is refused (:func:`check_output`).
