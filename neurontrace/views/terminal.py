@@ -193,25 +193,21 @@ def ops(table: pl.DataFrame, top: int, path: str, layer: str) -> list[str]:
     return out
 
 
+#: The idle columns of a device and of a track.
+_IDLE = (
+    Col("span_ns", "span", duration),
+    Col("busy_ns", "busy", duration),
+    Col("idle_ns", "idle", duration),
+    Col("idle_share", "idle%", percent),
+    Col("gaps", "gaps", count),
+    Col("causes", "idle by cause", flex=True, right=False, tail=False),
+)
 DEVICES = (
     Col("device_name", "device", flex=True, right=False),
     Col("tracks", "streams", count),
-    Col("span_ns", "span", duration),
-    Col("busy_ns", "busy", duration),
-    Col("idle_ns", "idle", duration),
-    Col("idle_share", "idle%", percent),
-    Col("gaps", "gaps", count),
-    Col("causes", "idle by cause", flex=True, right=False, tail=False),
+    *_IDLE,
 )
-TRACKS = (
-    Col("track", "track", flex=True, right=False),
-    Col("span_ns", "span", duration),
-    Col("busy_ns", "busy", duration),
-    Col("idle_ns", "idle", duration),
-    Col("idle_share", "idle%", percent),
-    Col("gaps", "gaps", count),
-    Col("causes", "idle by cause", flex=True, right=False, tail=False),
-)
+TRACKS = (Col("track", "track", flex=True, right=False), *_IDLE)
 GAPS = (
     Col("device_name", "device", flex=True, right=False),
     Col("at", "at", duration),
