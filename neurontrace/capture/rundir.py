@@ -32,20 +32,33 @@ def check_target(out: Path) -> None:
                        f"(no {manifest.NAME}); choose another --out")
 
 
+#: Folders :func:`stage` made above each staging folder, for :func:`discard` to remove.
+_made: dict[Path, list[Path]] = {}
+
+
 def stage(out: Path) -> Path:
     check_target(out)
+    missing = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
     prefix = atomic.hidden_name(out.name, "capture-", room=8)  # mkdtemp adds 8
     staging = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent)).resolve()
     # mkdtemp's 0700 would stay on the published folder
     staging.chmod(0o777 & ~atomic.current_umask())
+    _made[staging] = missing  # deepest first
     return staging
 
 
 def publish(staging: Path, out: Path) -> None:
     check_target(out)
     atomic.replace_dir(staging, out)
+    _made.pop(staging, None)
 
 
 def discard(staging: Path) -> None:
+    """Remove ``staging``, and the folders :func:`stage` made for it if they are empty."""
     shutil.rmtree(staging, ignore_errors=True)
+    for folder in _made.pop(staging, []):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another run's), or gone
+            break

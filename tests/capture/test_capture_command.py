@@ -96,12 +96,15 @@ def test_a_program_that_fails_after_profiling_keeps_its_traces_and_exits_3(tmp_p
 
 
 def test_a_command_that_cannot_start_is_bad_input(tmp_path):
-    result = capture("--out", str(tmp_path / "run"), "--", str(tmp_path / "no-such-program"),
-                     ok=False)
+    out = tmp_path / "made" / "for" / "run"
+    result = capture("--out", str(out), "--", str(tmp_path / "no-such-program"), ok=False)
     assert result.exit_code == 2
     assert "no-such-program: cannot run it" in result.output
+    assert list(tmp_path.iterdir()) == []  # the folders made for --out are gone too
 
 
-def test_the_study_options_do_not_apply_to_a_command(tmp_path):
+def test_the_study_options_do_not_apply_to_a_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default --out is runs/... here
     result = capture("--shape", "2x2", "--", sys.executable, "-c", "pass", ok=False)
     assert result.exit_code == 2 and "with -- CMD the command profiles itself" in result.output
+    assert list(tmp_path.iterdir()) == []
