@@ -8,7 +8,7 @@ import click
 
 from neurontrace import analysis
 from neurontrace.analysis import ALL
-from neurontrace.cli.options import events, json_option, top_option, verbose_option
+from neurontrace.cli.options import events, json_option, rows_shown, top_option, verbose_option
 from neurontrace.convert import stem, unique
 from neurontrace.views import terminal as T
 
@@ -30,7 +30,7 @@ def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
     """
     runs = {label: analysis.measure(events(p))
             for label, p in zip(labels(paths), paths, strict=True)}
-    table = analysis.compare_results(runs, top=top or ALL)
+    table = analysis.compare_results(runs, top=rows_shown(top, as_json) or ALL)
     if as_json:
         T.emit_json(T.records(table))
         return

@@ -5,11 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from click.core import ParameterSource
 
 from neurontrace import analysis
 from neurontrace.analysis.copies import by_direction, largest
-from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
+from neurontrace.cli.options import (
+    events,
+    json_option,
+    path_argument,
+    rows_shown,
+    top_option,
+    verbose_option,
+)
 from neurontrace.views import terminal as T
 
 
@@ -33,8 +39,8 @@ def copies(ctx: click.Context, path: Path, top: int, as_json: bool) -> None:
     """
     found = analysis.copies(events(path))
     if as_json:
-        given = ctx.get_parameter_source("top") is not ParameterSource.DEFAULT
-        T.emit_json(T.records(largest(found, top) if given else found))
+        n = rows_shown(top, as_json)
+        T.emit_json(T.records(largest(found, n) if n else found))
         return
     T.show(T.copies(largest(found, top), found, analysis.copy_summary(found),
                     by_direction(found), str(path)))

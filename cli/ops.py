@@ -7,7 +7,14 @@ from pathlib import Path
 import click
 
 from neurontrace import analysis
-from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
+from neurontrace.cli.options import (
+    events,
+    json_option,
+    path_argument,
+    rows_shown,
+    top_option,
+    verbose_option,
+)
 from neurontrace.views import terminal as T
 
 
@@ -31,6 +38,7 @@ def ops(path: Path, layer: str, top: int, as_json: bool) -> None:
     table = analysis.ops(events(path),
                          layer="device" if layer == "device" else "framework")
     if as_json:
-        T.emit_json(T.records(table.head(top) if top else table))
+        n = rows_shown(top, as_json)
+        T.emit_json(T.records(table.head(n) if n else table))
         return
     T.show(T.ops(table, top, str(path), layer))

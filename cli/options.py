@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 if TYPE_CHECKING:  # polars is not imported by commands that do not need it (capture)
     import polars as pl
@@ -59,11 +60,19 @@ def json_option(f: F) -> F:
 
 
 def top_option(default: int) -> Callable[[F], F]:
-    """``--top N``: how many rows to show (0 for all)."""
+    """``--top N``: how many rows to show (0 for all); see :func:`rows_shown`."""
     return click.option(
         "--top", type=click.IntRange(min=0), default=default, show_default=True,
-        help="Show the N largest rows (0: all).",
+        help="Show the N largest rows (0: all; --json prints all unless --top is given).",
     )
+
+
+def rows_shown(top: int, as_json: bool) -> int:
+    """How many rows the command prints: ``top`` (0: all), except that machine output
+    (``--json``) is complete unless ``--top`` was given on the command line."""
+    ctx = click.get_current_context()
+    given = ctx.get_parameter_source("top") is not ParameterSource.DEFAULT
+    return top if given or not as_json else 0
 
 
 def path_argument(f: F) -> F:

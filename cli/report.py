@@ -10,7 +10,7 @@ import polars as pl
 
 from neurontrace import analysis
 from neurontrace.cli.compare import labels
-from neurontrace.cli.options import json_option, top_option, verbose_option
+from neurontrace.cli.options import json_option, rows_shown, top_option, verbose_option
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.io import atomic
 from neurontrace.views import html
@@ -50,7 +50,7 @@ def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path
         comparison = compared(runs, page_top) if len(runs) > 1 else None
         html.write(runs, html_out, comparison, top=page_top, max_events=max_events)
         click.echo(f"{html_out}: report of {len(runs)} run(s)", err=True)
-    reports = [cut(run.report, top) for run in runs]
+    reports = [cut(run.report, rows_shown(top, as_json)) for run in runs]
     if as_json:
         docs = [T.report_json(r) for r in reports]
         T.emit_json(docs[0] if len(docs) == 1 else docs)

@@ -208,3 +208,23 @@ def test_report_on_the_corpus_cupti_profiler_trace_counts_its_ranges() -> None:
     assert "host only" not in result.output
     assert (f"its device rows are {ranges:,} CUPTI profiler range(s) (counters measured "
             "over a range), not kernels or copies.") in result.output
+
+
+def test_json_prints_every_row_unless_top_is_given() -> None:
+    """Machine output is complete: the --top default cuts tables for people, not --json."""
+    trace = str(Path(__file__).parents[1] / "fixtures" / "kineto" / "cpu-mlp-training.json.gz")
+
+    def rows(*args: str) -> object:
+        r = CliRunner().invoke(cli, [*args, trace, "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    every = rows("ops", "--top", "0")
+    assert isinstance(every, list) and len(every) > 20  # more than the default --top 20
+    assert rows("ops") == every
+    assert len(rows("ops", "--top", "3")) == 3  # type: ignore[arg-type]
+    report = rows("report")
+    assert isinstance(report, dict) and report["host_ops"] == rows("report", "--top", "0")[
+        "host_ops"]  # type: ignore[index]
+    assert len(report["host_ops"]) == len(every)
+    assert len(rows("report", "--top", "2")["host_ops"]) == 2  # type: ignore[index]
