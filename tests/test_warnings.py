@@ -92,3 +92,22 @@ def test_other_events_without_a_category_still_warn(tmp_path: Path) -> None:
 ])
 def test_quirk_fixture_still_warns(name: str, code: str) -> None:
     assert warnings(KINETO / name).get(code, 0) > 0
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[str(p.parent.relative_to(FIXTURES))
+                                                for p in CAPTURES])
+def test_a_normal_capture_raises_no_warning_at_all(path: Path) -> None:
+    """Real captures of CPU and CUDA runs: the profiler's own synchronise at stop (a
+    runtime call outside any op) is not an unlinked row."""
+    assert warnings(path) == {}
+
+
+def test_runtime_calls_outside_any_op_are_not_unlinked_but_device_work_is(
+        tmp_path: Path) -> None:
+    path = trace(tmp_path, [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 1,
+         "dur": 1, "pid": 1, "tid": 1, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": 1, "pid": 0, "tid": 7,
+         "args": {"correlation": 99}},
+    ])
+    assert warnings(path) == {"unlinked": 1}  # the kernel; not the runtime call

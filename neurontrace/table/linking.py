@@ -89,13 +89,16 @@ class Linker:
                 .when(pl.col("_time_row").is_not_null()).then(pl.lit("time"))
                 .alias(S.LINK),
             )
-            unlinked += out.get_column(S.FRAMEWORK_ROW).null_count()
+            # Runtime calls outside any op are normal (the profiler's own synchronise
+            # at stop, background threads polling events): only device rows count.
+            unlinked += out.filter((pl.col(S.LAYER) == S.DEVICE)
+                                   & pl.col(S.FRAMEWORK_ROW).is_null()).height
             yield out
         if unlinked:
             self.diag.warn(
                 "unlinked",
-                f"{unlinked} runtime/device row(s) have no framework op (no External id, "
-                "correlation, flow, enclosing op or execution links them)",
+                f"{unlinked} device row(s) have no framework op (no External id, "
+                "correlation, flow or execution links them to a launch)",
                 unlinked,
             )
 
