@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from neurontrace import analysis as A
+from neurontrace import analyses as A
 from neurontrace.io import store
 
 CASES: dict[str, Callable[[Path], Any]] = {

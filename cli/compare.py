@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from neurontrace import analysis
-from neurontrace.analysis import ALL
+from neurontrace import analyses
+from neurontrace.analyses import ALL
 from neurontrace.cli.options import events, json_option, rows_shown, top_option, verbose_option
 from neurontrace.convert import stem, unique
 from neurontrace.views import terminal as T
@@ -28,9 +28,9 @@ def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
     rows are left out (host only). --json prints one {metric, run, value, ratio} object
     per figure and run.
     """
-    runs = {label: analysis.measure(events(p))
+    runs = {label: analyses.measure(events(p))
             for label, p in zip(labels(paths), paths, strict=True)}
-    table = analysis.compare_results(runs, top=rows_shown(top, as_json) or ALL)
+    table = analyses.compare_results(runs, top=rows_shown(top, as_json) or ALL)
     if as_json:
         T.emit_json(T.records(table))
         return

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from neurontrace import analysis
-from neurontrace.analysis.copies import by_direction, largest
+from neurontrace import analyses
+from neurontrace.analyses.copies import by_direction, largest
 from neurontrace.cli.options import (
     events,
     json_option,
@@ -37,10 +37,10 @@ def copies(ctx: click.Context, path: Path, top: int, as_json: bool) -> None:
     transfers by bytes (then time; all, in time order, for 0). --json prints every
     transfer in time order, or, when --top is given, the --top largest.
     """
-    found = analysis.copies(events(path))
+    found = analyses.copies(events(path))
     if as_json:
         n = rows_shown(top, as_json)
         T.emit_json(T.records(largest(found, n) if n else found))
         return
-    T.show(T.copies(largest(found, top), found, analysis.copy_summary(found),
+    T.show(T.copies(largest(found, top), found, analyses.copy_summary(found),
                     by_direction(found), str(path)))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from neurontrace import analysis
+from neurontrace import analyses
 from neurontrace.cli.options import json_option, path_argument, verbose_option
 from neurontrace.cli.progress import Bar
 from neurontrace.diagnostics import Diagnostics
@@ -39,11 +39,11 @@ def export(ctx: click.Context, path: Path, out: Path, marks: bool, progress: boo
     atomic.refuse_overlap([path], out)
     atomic.check_output(out)
     diag = Diagnostics()
-    lf = analysis.events(path, diag=diag)
+    lf = analyses.events(path, diag=diag)
     bar = Bar("exporting", progress, unit="events", scale=1)
     with sigterm_raises():
         try:
-            shown = chrome.Marks(analysis.gaps(lf).gaps, analysis.copies(lf)) if marks else None
+            shown = chrome.Marks(analyses.gaps(lf).gaps, analyses.copies(lf)) if marks else None
             done = chrome.export(lf, out, marks=shown, progress=bar)
         except Terminated:
             click.echo("neurontrace: terminated (SIGTERM)", err=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from neurontrace import analysis
+from neurontrace import analyses
 from neurontrace.cli.options import events, json_option, path_argument, top_option, verbose_option
 from neurontrace.views import terminal as T
 
@@ -29,7 +29,7 @@ def gaps(path: Path, min_gap_ns: int, top: int, as_json: bool) -> None:
     gaps (no stream of the device busy); --json lists all, per device and per track (at
     least --min-gap-ns long), in time order.
     """
-    found = analysis.gaps(events(path), min_gap_ns=min_gap_ns)
+    found = analyses.gaps(events(path), min_gap_ns=min_gap_ns)
     if as_json:
         T.emit_json(T.gaps_json(found))
         return

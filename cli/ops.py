@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from neurontrace import analysis
+from neurontrace import analyses
 from neurontrace.cli.options import (
     events,
     json_option,
@@ -35,7 +35,7 @@ def ops(path: Path, layer: str, top: int, as_json: bool) -> None:
     summed self time. With --layer device: device time charged to the op that launched
     it (calls = launches; share of all device time).
     """
-    table = analysis.ops(events(path),
+    table = analyses.ops(events(path),
                          layer="device" if layer == "device" else "framework")
     if as_json:
         n = rows_shown(top, as_json)

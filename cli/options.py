@@ -81,10 +81,10 @@ def path_argument(f: F) -> F:
 
 
 def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
-    """The events of ``path`` for a command: :func:`neurontrace.analysis.events`, with a
+    """The events of ``path`` for a command: :func:`neurontrace.analyses.events`, with a
     progress bar while a raw trace is read, and the readers' warnings reported on stderr
     (counted; listed under ``-v``)."""
-    from neurontrace import analysis
+    from neurontrace import analyses
     from neurontrace.cli.progress import Bar
     from neurontrace.diagnostics import Diagnostics
     from neurontrace.views import terminal
@@ -92,7 +92,7 @@ def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
     diag = Diagnostics()
     bar = Bar("reading")  # drawn only on a terminal, and only while a raw trace is read
     try:
-        lf = analysis.events(path, diag=diag, progress=bar)
+        lf = analyses.events(path, diag=diag, progress=bar)
     finally:
         bar.close()
     ctx = click.get_current_context(silent=True)

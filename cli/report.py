@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-from neurontrace import analysis
+from neurontrace import analyses
 from neurontrace.cli.compare import labels
 from neurontrace.cli.options import json_option, rows_shown, top_option, verbose_option
 from neurontrace.diagnostics import Diagnostics
@@ -41,7 +41,7 @@ def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path
         atomic.refuse_overlap(paths, html_out)
         atomic.check_output(html_out)
     diag = Diagnostics()
-    events = {label: analysis.events(p, diag=diag)
+    events = {label: analyses.events(p, diag=diag)
               for label, p in zip(labels(paths), paths, strict=True)}
     T.warnings(diag, (ctx.obj or {}).get("verbose", 0))
     runs = analyse(events)
@@ -62,14 +62,14 @@ def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path
 
 
 def analyse(events: Mapping[str, pl.LazyFrame]) -> list[Run]:
-    """Each run's :func:`neurontrace.analysis.report`, computed once with every row: the
+    """Each run's :func:`neurontrace.analyses.report`, computed once with every row: the
     terminal and the HTML page both show (a cut of) it."""
-    return [Run(name, analysis.report(lf, top=ALL), lf) for name, lf in events.items()]
+    return [Run(name, analyses.report(lf, top=ALL), lf) for name, lf in events.items()]
 
 
 def compared(runs: list[Run], top: int) -> pl.DataFrame:
-    """:func:`neurontrace.analysis.compare_results` of the runs' reports (each computed
+    """:func:`neurontrace.analyses.compare_results` of the runs' reports (each computed
     once, with every row) and their wall time and steps."""
-    return analysis.compare_results(
-        {run.name: analysis.Measured(run.report, *analysis.extent(run.events)) for run in runs},
+    return analyses.compare_results(
+        {run.name: analyses.Measured(run.report, *analyses.extent(run.events)) for run in runs},
         top=top)

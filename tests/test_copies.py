@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from neurontrace.analysis import copies, copy_summary
+from neurontrace.analyses import copies, copy_summary
 
 from synthetic import STREAM7, dev, op, rt, table
 

@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 
 from neurontrace import schema as S
-from neurontrace.analysis import copies, events, gaps, ops, steps
-from neurontrace.analysis import vocab as V
+from neurontrace.analyses import copies, events, gaps, ops, steps
+from neurontrace.analyses import vocab as V
 
 pytestmark = pytest.mark.corpus
 CORPUS = os.environ.get("NEURONTRACE_CORPUS")

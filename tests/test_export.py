@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neurontrace import analysis
+from neurontrace import analyses
 from neurontrace import schema as S
 from neurontrace.cli.main import cli
 from neurontrace.convert import load
@@ -33,7 +33,7 @@ ROUND_TRIP = S.NAMES
 def exported(table: pl.DataFrame, tmp: Path, marks: bool = True) -> Path:
     out = tmp / "timeline.json"
     lf = table.lazy()  # the marks are computed by the caller, as `neurontrace export` does
-    chrome.export(lf, out, marks=chrome.Marks(analysis.gaps(lf).gaps, analysis.copies(lf))
+    chrome.export(lf, out, marks=chrome.Marks(analyses.gaps(lf).gaps, analyses.copies(lf))
                   if marks else None)
     return out
 
@@ -59,14 +59,14 @@ def events_of(path: Path) -> list[dict[str, Any]]:
 ], ids=lambda p: p.name if p.name != "trace.json.gz" else p.parent.name)
 def test_reading_an_export_gives_back_every_column_of_every_row(src: Path,
                                                                 tmp_path: Path) -> None:
-    before = analysis.events(src).collect()
+    before = analyses.events(src).collect()
     after = pl.from_arrow(load(exported(before, tmp_path)))
     assert isinstance(after, pl.DataFrame)
     assert_same(before, after)
 
 
 def test_every_event_appears_once_with_exact_microsecond_times(tmp_path: Path) -> None:
-    before = analysis.events(NAIVE).collect()
+    before = analyses.events(NAIVE).collect()
     out = exported(before, tmp_path)
     evs = events_of(out)
     rows = [e for e in evs if e["ph"] in "XiC" and e.get("cat") != chrome.VIEW_CATEGORY]
@@ -81,7 +81,7 @@ def test_every_event_appears_once_with_exact_microsecond_times(tmp_path: Path) -
 
 
 def test_processes_per_host_process_and_device_threads_per_lane(tmp_path: Path) -> None:
-    evs = events_of(exported(analysis.events(NAIVE).collect(), tmp_path))
+    evs = events_of(exported(analyses.events(NAIVE).collect(), tmp_path))
     processes = {e["pid"]: e["args"]["name"] for e in evs if e["name"] == "process_name"}
     assert "rank 0 · process 452" in processes.values()
     assert "rank 0 · GPU 0" in processes.values()
@@ -94,7 +94,7 @@ def test_processes_per_host_process_and_device_threads_per_lane(tmp_path: Path) 
 
 
 def test_arrows_run_from_op_to_runtime_call_to_kernel(tmp_path: Path) -> None:
-    before = analysis.events(NAIVE).collect()
+    before = analyses.events(NAIVE).collect()
     evs = events_of(exported(before, tmp_path))
     rows = {e["args"]["neurontrace"][S.ROW]: e for e in evs
             if e["ph"] == "X" and "neurontrace" in e["args"]}
@@ -117,14 +117,14 @@ def test_arrows_run_from_op_to_runtime_call_to_kernel(tmp_path: Path) -> None:
 
 
 def test_gap_and_copy_marks_are_shown_but_not_read_back_as_rows(tmp_path: Path) -> None:
-    before = analysis.events(EPS).collect()
+    before = analyses.events(EPS).collect()
     out = exported(before, tmp_path)
     marks = [e for e in events_of(out) if e.get("cat") == chrome.VIEW_CATEGORY]
     causes = {e["args"]["cause"] for e in marks if e["args"][chrome.VIEW_KEY] == "gap"}
     copies = [e for e in marks if e["args"][chrome.VIEW_KEY] == "copy"]
     assert causes and causes <= {"h2d_copy", "sync", "launch_latency", "host_dispatch",
                                  "unknown"}
-    assert len(copies) == analysis.copies(before.lazy()).height > 0
+    assert len(copies) == analyses.copies(before.lazy()).height > 0
     assert load(out).num_rows == before.height
 
 

@@ -6,7 +6,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurontrace.analysis import gaps
+from neurontrace.analyses import gaps
 
 from synthetic import dev, op, rt, table
 

@@ -152,12 +152,12 @@ def test_polars_panic_with_a_sound_input_is_a_bug_in_one_line(
     panic = real_panic_type()
     good = ours(tmp_path)
     before = digests(good)
-    from neurontrace import analysis
+    from neurontrace import analyses
 
     def boom(*_a: object, **_k: object) -> None:
         raise panic("assertion `left == right` failed\n  left: 4\n right: 0")
 
-    monkeypatch.setattr(analysis, "ops", boom)
+    monkeypatch.setattr(analyses, "ops", boom)
     r = invoke("ops", good)
     assert_one_line(r.exit_code, r.stderr, 1, "internal error", "PanicException",
                     "this is a bug")
@@ -166,12 +166,12 @@ def test_polars_panic_with_a_sound_input_is_a_bug_in_one_line(
 
 def test_keyboard_interrupt_keeps_its_meaning(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from neurontrace import analysis
+    from neurontrace import analyses
 
     def interrupted(*_a: object, **_k: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(analysis, "ops", interrupted)
+    monkeypatch.setattr(analyses, "ops", interrupted)
     r = invoke("ops", ours(tmp_path))
     assert_one_line(r.exit_code, r.stderr, 130, "interrupted")
 

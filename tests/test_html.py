@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from neurontrace import analysis
+from neurontrace import analyses
 from neurontrace import schema as S
 from neurontrace.cli.main import cli
 from neurontrace.cli.report import analyse
@@ -30,7 +30,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def page_of(runs: dict[str, pl.LazyFrame], out: Path, max_events: int = html.MAX_EVENTS) -> Path:
     """The page of ``runs`` as ``report --html`` writes it: the analyses computed once by
     the caller (:func:`neurontrace.cli.report.analyse`), the page only embedding them."""
-    comparison = analysis.compare(runs, top=10) if len(runs) > 1 else None
+    comparison = analyses.compare(runs, top=10) if len(runs) > 1 else None
     return html.write(analyse(runs), out, comparison, max_events=max_events)
 
 
@@ -42,7 +42,7 @@ def embedded(page: str) -> dict:
 
 
 def test_the_page_is_self_contained(tmp_path: Path) -> None:
-    out = page_of({"naive": analysis.events(CUDA / "naive" / "trace.json.gz")}, tmp_path / "r.html")
+    out = page_of({"naive": analyses.events(CUDA / "naive" / "trace.json.gz")}, tmp_path / "r.html")
     page = out.read_text()
     assert not re.search(r"\b(?:src|href)\s*=", page)  # nothing loaded from anywhere
     assert "<link" not in page and "@import" not in page
@@ -51,7 +51,7 @@ def test_the_page_is_self_contained(tmp_path: Path) -> None:
 
 
 def test_the_timeline_is_capped_and_says_so(tmp_path: Path) -> None:
-    lf = analysis.events(EPS)
+    lf = analyses.events(EPS)
     data = embedded(page_of({"eps": lf}, tmp_path / "r.html", max_events=40).read_text())
     tl = data["runs"][0]["timeline"]
     assert tl["shown"] == len(tl["events"]) == 40
@@ -61,16 +61,16 @@ def test_the_timeline_is_capped_and_says_so(tmp_path: Path) -> None:
 
 
 def test_figures_are_the_analyses(tmp_path: Path) -> None:
-    lf = analysis.events(EPS)
+    lf = analyses.events(EPS)
     run = html.page_data(analyse({"eps": lf}))["runs"][0]
-    r = analysis.report(lf, top=10)
+    r = analyses.report(lf, top=10)
     assert run["device_ops"] == r.device_ops.to_dicts()
     assert run["idle"] == r.idle.to_dicts()
-    assert run["transfers"] == analysis.copies(lf).height == sum(c["copies"] for c in run["copies"])
+    assert run["transfers"] == analyses.copies(lf).height == sum(c["copies"] for c in run["copies"])
 
 
 def test_names_cannot_close_the_script(tmp_path: Path) -> None:
-    frame = analysis.events(CUDA / "naive" / "trace.json.gz").collect().with_columns(
+    frame = analyses.events(CUDA / "naive" / "trace.json.gz").collect().with_columns(
         pl.lit("</script><b>x").alias(S.NAME))
     text = page_of({"odd": frame.lazy()}, tmp_path / "r.html").read_text()
     assert "</script><b>x" not in text
@@ -112,8 +112,8 @@ def _png_pixels(path: Path) -> list[tuple[int, ...]]:
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get "
                     "install chromium; .ci/run installs it)")
 def test_in_headless_chromium_the_page_loads_without_errors_and_draws(tmp_path: Path) -> None:
-    out = page_of({"naive": analysis.events(CUDA / "naive" / "trace.json.gz"),
-                "eps": analysis.events(EPS)}, tmp_path / "r.html")
+    out = page_of({"naive": analyses.events(CUDA / "naive" / "trace.json.gz"),
+                "eps": analyses.events(EPS)}, tmp_path / "r.html")
     dom = _chromium("--dump-dom", out.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r"<body[^>]*>", dom.stdout)

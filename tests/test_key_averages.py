@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 from neurontrace import schema as S
-from neurontrace.analysis import events, ops
+from neurontrace.analyses import events, ops
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch

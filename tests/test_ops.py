@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurontrace.analysis import ops
-from neurontrace.analysis.ops import UNLINKED
+from neurontrace.analyses import ops
+from neurontrace.analyses.ops import UNLINKED
 
 from synthetic import dev, op, rt, shuffled, table
 

@@ -284,7 +284,7 @@ SNIPPET_CHECKS: dict[str, Callable[[Path, dict[str, Any], dict[str, Any]], None]
     'neurontrace.convert("trace.json", "trace.parquet")': check_library,
     'lf = neurontrace.scan("run/")': check_neuron_join,
     "def workload(device):": check_workload,
-    "from neurontrace import analysis as A": check_analysis,
+    "from neurontrace import analyses as A": check_analysis,
 }
 
 

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import neurontrace
-from neurontrace import analysis
+from neurontrace import analyses
 
 from support import FIXTURES, KINETO, ROOT
 
@@ -94,7 +94,7 @@ def _check_kineto(path: Path) -> None:
         (e.get("name") if isinstance(e.get("name"), str) else "", *expected(e))
         for e in _raw_events(path)
     )
-    got = Counter(analysis.events(path).select("name", "role", "direction").collect().rows())
+    got = Counter(analyses.events(path).select("name", "role", "direction").collect().rows())
     assert got == want
 
 
@@ -115,7 +115,7 @@ def test_mtia_dma_requests_take_their_direction_from_args() -> None:
     path = CORPUS / "mtia_inference_trace.json.gz"
     raw = Counter(e["args"]["direction"] for e in _raw_events(path)
                   if e.get("name") == "dma_request")
-    df = analysis.events(path).filter(pl.col("name") == "dma_request").collect()
+    df = analyses.events(path).filter(pl.col("name") == "dma_request").collect()
     assert set(df["role"]) == {"transfer"}
     got = Counter(df["direction"].to_list())
     assert got == {"h2d": raw["HOST_TO_DEVICE"], "d2h": raw["DEVICE_TO_HOST"]}
@@ -140,7 +140,7 @@ NEURON_TABLE_ROLES = {"Instruction": "compute", "DmaPacket": "transfer", "Active
     FIXTURES / "neuron" / "run_two_ranks",
 ], ids=lambda p: p.name)
 def test_neuron_reader_rows_are_classified_by_the_runtime_vocabulary(path: Path) -> None:
-    df = analysis.events(path).collect()
+    df = analyses.events(path).collect()
     assert df.height and df["role"].null_count() == 0
     for row in df.iter_rows(named=True):
         if row["category"] in NEURON_TABLE_ROLES:
@@ -152,8 +152,8 @@ def test_neuron_reader_rows_are_classified_by_the_runtime_vocabulary(path: Path)
 
 
 def test_explorer_framework_rows_are_operators_for_the_analyses() -> None:
-    lf = analysis.events(FIXTURES / "neuron" / "explorer_rmsnorm_vnc_0")
-    names = set(analysis.ops(lf)["name"])
+    lf = analyses.events(FIXTURES / "neuron" / "explorer_rmsnorm_vnc_0")
+    names = set(analyses.ops(lf)["name"])
     assert names == {"aten::add", "aten::mul"}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurontrace.analysis import steps
+from neurontrace.analyses import steps
 
 from synthetic import dev, op, rt, table
 

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import neurontrace
-from neurontrace import analysis
+from neurontrace import analyses
 from neurontrace.cli.main import cli
 from neurontrace.cli.progress import Bar
 from neurontrace.views import chrome
@@ -42,20 +42,20 @@ def test_no_view_imports_an_analysis_function() -> None:
     for module in sorted(VIEWS.glob("*.py")):
         for node in ast.walk(ast.parse(module.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                    "neurontrace.analysis"):
+                    "neurontrace.analyses"):
                 taken = {a.name for a in node.names}
                 assert taken <= NOT_COMPUTING, (module.name, taken - NOT_COMPUTING)
             if isinstance(node, ast.ImportFrom) and node.module == "neurontrace":
-                assert "analysis" not in {a.name for a in node.names}, module.name
+                assert "analyses" not in {a.name for a in node.names}, module.name
             if isinstance(node, ast.Import):
-                assert not any(a.name.startswith("neurontrace.analysis") for a in node.names)
+                assert not any(a.name.startswith("neurontrace.analyses") for a in node.names)
 
 
 def count_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[tuple[str, str]]:
     """Wrap every analysis function wherever a loaded neurontrace module holds it; count
     the calls by (function, calling module)."""
     calls: Counter[tuple[str, str]] = Counter()
-    originals = {getattr(analysis, name): name for name in ANALYSES}
+    originals = {getattr(analyses, name): name for name in ANALYSES}
 
     def counted(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -132,13 +132,13 @@ def test_compare_computes_each_runs_analyses_once(monkeypatch: pytest.MonkeyPatc
 
 def test_compare_reads_from_the_report_what_each_analysis_gives() -> None:
     """The figures compare_results reads from a Report are those the analyses give."""
-    runs = {"naive": analysis.events(NAIVE), "eps": analysis.events(EPS)}
-    table = analysis.compare_results({n: analysis.measure(lf) for n, lf in runs.items()})
+    runs = {"naive": analyses.events(NAIVE), "eps": analyses.events(EPS)}
+    table = analyses.compare_results({n: analyses.measure(lf) for n, lf in runs.items()})
     got = {(m, r): v for m, r, v in table.select("metric", "run", "value").iter_rows()}
     for name, lf in runs.items():
-        dev, tracks, moved = analysis.device_ops(lf), analysis.gaps(lf).tracks, analysis.copies(lf)
+        dev, tracks, moved = analyses.device_ops(lf), analyses.gaps(lf).tracks, analyses.copies(lf)
         expected = {
-            "host_ns": analysis.host_ops(lf).get_column("self_ns").sum(),
+            "host_ns": analyses.host_ops(lf).get_column("self_ns").sum(),
             "device_ns": dev.get_column("self_ns").sum(),
             "launches": dev.get_column("calls").sum(),
             "device_busy_ns": tracks.get_column("busy_ns").sum(),
@@ -172,22 +172,22 @@ def test_the_terminal_and_the_page_show_the_same_figures(tmp_path: Path) -> None
 
 
 def test_report_top_cuts_the_one_report_as_a_smaller_top_would(tmp_path: Path) -> None:
-    lf = analysis.events(EPS)
+    lf = analyses.events(EPS)
     from neurontrace.views.results import ALL, cut
 
-    full = analysis.report(lf, top=ALL)
+    full = analyses.report(lf, top=ALL)
     for top in (1, 2, 5):
-        small, cut_down = analysis.report(lf, top=top), cut(full, top)
+        small, cut_down = analyses.report(lf, top=top), cut(full, top)
         for table in ("host_ops", "device_ops", "copies", "idle", "tracks"):
             assert getattr(cut_down, table).equals(getattr(small, table)), (top, table)
         assert cut_down.largest_gaps.get_column("dur_ns").equals(
             small.largest_gaps.get_column("dur_ns"))
-    assert full.largest_gaps.height == analysis.gaps(lf).gaps.height  # every gap
+    assert full.largest_gaps.height == analyses.gaps(lf).gaps.height  # every gap
 
 
 def test_the_export_draws_the_marks_it_is_given_and_computes_none(tmp_path: Path) -> None:
-    lf = analysis.events(EPS)
-    found, moved = analysis.gaps(lf).gaps, analysis.copies(lf)
+    lf = analyses.events(EPS)
+    found, moved = analyses.gaps(lf).gaps, analyses.copies(lf)
     assert found.height and moved.height
     done = chrome.export(lf, tmp_path / "a.json", marks=chrome.Marks(found.head(2), moved))
     assert (done.gaps, done.copies) == (2, moved.height)

@@ -2,15 +2,15 @@
 the top ops, with the figures ``neurontrace report`` prints for the same run.
 
 Nothing here computes a figure of its own: :func:`summarise` takes them from
-:mod:`neurontrace.analysis` on the converted event table, and
+:mod:`neurontrace.analyses` on the converted event table, and
 :func:`neurontrace.views.terminal.capture_summary` lays them out:
 
-- top ops: where the run has device work, :func:`neurontrace.analysis.device_ops` (each
+- top ops: where the run has device work, :func:`neurontrace.analyses.device_ops` (each
   op's share of device time, charged to the op that launched it; ``ops --layer device``
   and the "Device time by the op that launched it" lines of ``report``); otherwise
-  :func:`neurontrace.analysis.host_ops` (share of host self time, the ``key_averages()``
+  :func:`neurontrace.analyses.host_ops` (share of host self time, the ``key_averages()``
   view: ``ops`` and the "Host time by op" lines of ``report``);
-- step (median): the median ``wall_ns`` of :func:`neurontrace.analysis.steps`.
+- step (median): the median ``wall_ns`` of :func:`neurontrace.analyses.steps`.
 
 The full comparison is ``neurontrace compare``, printed after it.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
-from neurontrace import analysis
+from neurontrace import analyses
 
 TOP = 3
 DEVICE, HOST = "device time", "self CPU time"  # what the shares are of (as key_averages)
@@ -42,12 +42,12 @@ class Summary:
 
 def summarise(name: str, events: Path, top: int = TOP) -> Summary:
     """The summary of one converted event table (or any path the analyses read)."""
-    lf = analysis.events(events)
-    ops = analysis.device_ops(lf)
+    lf = analyses.events(events)
+    ops = analyses.device_ops(lf)
     basis = DEVICE
     if ops.height == 0:
-        ops, basis = analysis.host_ops(lf), HOST
-    walls = analysis.steps(lf).get_column("wall_ns")
+        ops, basis = analyses.host_ops(lf), HOST
+    walls = analyses.steps(lf).get_column("wall_ns")
     median = walls.median() if walls.len() else None
     return Summary(
         name=name,

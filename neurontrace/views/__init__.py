@@ -1,4 +1,4 @@
-"""Views: every renderer. Each takes what :mod:`neurontrace.analysis` computed (the
+"""Views: every renderer. Each takes what :mod:`neurontrace.analyses` computed (the
 caller computes it, once) and never recomputes a figure:
 
 - :mod:`.terminal`: what the commands print: tables fitted to the terminal, the words of

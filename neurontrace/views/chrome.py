@@ -65,8 +65,8 @@ Progress = Callable[[int, "int | None"], None]
 @dataclass(frozen=True)
 class Marks:
     """The view-only tracks' content, computed by the caller: ``gaps`` is
-    :func:`neurontrace.analysis.gaps`'s ``gaps`` table, ``copies`` the table of
-    :func:`neurontrace.analysis.copies`, both of the exported events."""
+    :func:`neurontrace.analyses.gaps`'s ``gaps`` table, ``copies`` the table of
+    :func:`neurontrace.analyses.copies`, both of the exported events."""
 
     gaps: pl.DataFrame
     copies: pl.DataFrame

@@ -23,7 +23,7 @@ import orjson
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analysis.gaps import CAUSES
+from neurontrace.analyses.gaps import CAUSES
 from neurontrace.io import atomic
 from neurontrace.views.results import Run, cut
 
@@ -40,7 +40,7 @@ def page_data(runs: Sequence[Run], comparison: pl.DataFrame | None = None, top: 
               max_events: int = MAX_EVENTS) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able values: per run, its report's tables
     cut to ``top`` rows and its timeline; ``comparison``: the table of
-    :func:`neurontrace.analysis.compare` (shown with several runs)."""
+    :func:`neurontrace.analyses.compare` (shown with several runs)."""
     data: dict[str, Any] = {
         "runs": [_run(run, top, max_events) for run in runs],
         "causes": list(CAUSES),
@@ -97,7 +97,7 @@ def timeline(lf: pl.LazyFrame, gaps: pl.DataFrame, max_events: int = MAX_EVENTS
              ) -> dict[str, Any]:
     """The capped event list the page draws: lanes, names, and rows of
     ``[lane, start_ns from t0, dur_ns, name index, layer index, depth]``, plus the gaps
-    (``gaps``: rows of :func:`neurontrace.analysis.gaps`'s ``gaps``, any order) in the
+    (``gaps``: rows of :func:`neurontrace.analyses.gaps`'s ``gaps``, any order) in the
     window as ``[lane, start, dur, cause index]``, by track and time."""
     ev = lf.select(S.RANK, S.TRACK, S.LAYER, S.NAME, S.KIND, S.START_NS, S.DUR_NS,
                    S.DEPTH).collect()

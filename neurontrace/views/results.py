@@ -2,7 +2,7 @@
 
 A renderer never reads events to compute a figure; the caller computes each analysis once
 and hands the results to every renderer that shows them (the terminal and the HTML page
-of ``neurontrace report --html`` show the same :class:`~neurontrace.analysis.Report`).
+of ``neurontrace report --html`` show the same :class:`~neurontrace.analyses.Report`).
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from neurontrace.analysis.compare import ALL
-from neurontrace.analysis.report import Report
+from neurontrace.analyses.compare import ALL
+from neurontrace.analyses.report import Report
 
 __all__ = ["ALL", "Run", "cut"]
 
 
 def cut(r: Report, top: int) -> Report:
     """``r`` with its ranked tables (``host_ops``, ``device_ops``, ``largest_gaps``,
-    ``copies``) cut to their first ``top`` rows (0: all): what :func:`analysis.report
-    <neurontrace.analysis.report>` with ``top`` returns, when ``r`` was made with a
+    ``copies``) cut to their first ``top`` rows (0: all): what :func:`analyses.report
+    <neurontrace.analyses.report>` with ``top`` returns, when ``r`` was made with a
     ``top`` at least as large."""
     if not top:
         return r
@@ -35,7 +35,7 @@ def cut(r: Report, top: int) -> Report:
 class Run:
     """One run as the HTML page shows it.
 
-    ``report``: :func:`neurontrace.analysis.report` made with ``top=ALL`` (every row: the
+    ``report``: :func:`neurontrace.analyses.report` made with ``top=ALL`` (every row: the
     page cuts its tables, and draws every gap of ``report.largest_gaps`` on its
     timeline); ``events``: the run's events, whose rows the timeline draws (nothing is
     computed from them).

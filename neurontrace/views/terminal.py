@@ -1,6 +1,6 @@
 """What the commands print: terminal tables fitted to the width, words, and JSON.
 
-Every function here takes what :mod:`neurontrace.analysis` returned and gives text (or
+Every function here takes what :mod:`neurontrace.analyses` returned and gives text (or
 writes JSON): none reads events or computes a figure. Tables use colour (a bold header)
 only when stdout is a terminal (``click.echo`` drops the escapes otherwise). JSON goes
 through orjson: integers stay exact, one document per command, keys as the library's
@@ -20,9 +20,9 @@ import orjson
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analysis.compare import OP_PREFIX
-from neurontrace.analysis.gaps import CAUSES, Gaps
-from neurontrace.analysis.report import Report
+from neurontrace.analyses.compare import OP_PREFIX
+from neurontrace.analyses.gaps import CAUSES, Gaps
+from neurontrace.analyses.report import Report
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.views.names import short
 
@@ -182,7 +182,7 @@ OPS = (
 
 
 def ops(table: pl.DataFrame, top: int, path: str, layer: str) -> list[str]:
-    """``neurontrace ops``: the first ``top`` rows of :func:`neurontrace.analysis.ops`'s
+    """``neurontrace ops``: the first ``top`` rows of :func:`neurontrace.analyses.ops`'s
     table (all for 0), and how many more there are."""
     if table.height == 0:
         return [f"{path}: no {'device work' if layer == 'device' else 'host ops'} found"]
@@ -244,7 +244,7 @@ def _with_causes(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def gaps(found: Gaps, top: int, path: str) -> list[str]:
-    """``neurontrace gaps``: the per-device table of :func:`neurontrace.analysis.gaps`
+    """``neurontrace gaps``: the per-device table of :func:`neurontrace.analyses.gaps`
     (each device busy while any of its streams is), the per-stream table as a detail,
     then the ``top`` longest device gaps (all for 0)."""
     if found.devices.height == 0:
@@ -321,10 +321,10 @@ DIRECTION_WORDS = {
 def copies(shown: pl.DataFrame, found: pl.DataFrame, summary: pl.DataFrame,
            directions: pl.DataFrame, path: str) -> list[str]:
     """``neurontrace copies``: the transfers per direction (``directions``,
-    :func:`neurontrace.analysis.copies.by_direction`), :func:`neurontrace.analysis.
+    :func:`neurontrace.analyses.copies.by_direction`), :func:`neurontrace.analyses.
     copy_summary`'s table (``summary``), then ``shown``: all of
-    :func:`neurontrace.analysis.copies`'s transfers (``found``), in time order, or the
-    largest of them (:func:`neurontrace.analysis.copies.largest`), largest first. Host
+    :func:`neurontrace.analyses.copies`'s transfers (``found``), in time order, or the
+    largest of them (:func:`neurontrace.analyses.copies.largest`), largest first. Host
     and device, device and device, and peer copies are kept apart; the host-scalar hint
     is given for tiny host-to-device copies only."""
     if found.height == 0:
@@ -366,7 +366,7 @@ STEPS = (
 
 
 def steps(table: pl.DataFrame, path: str) -> list[str]:
-    """``neurontrace steps``: :func:`neurontrace.analysis.steps`'s table, with a rank
+    """``neurontrace steps``: :func:`neurontrace.analyses.steps`'s table, with a rank
     column only when there are several ranks."""
     if table.height == 0:
         return [f"{path}: no ProfilerStep#N spans (profile with a schedule and call "
@@ -377,7 +377,7 @@ def steps(table: pl.DataFrame, path: str) -> list[str]:
 
 
 def compare(table: pl.DataFrame, names: Sequence[str]) -> list[str]:
-    """``neurontrace compare``: :func:`neurontrace.analysis.compare`'s long table as one
+    """``neurontrace compare``: :func:`neurontrace.analyses.compare`'s long table as one
     row per metric, a value column per run (``names``, in order) and the ratio to the
     first. The headline ``step_ns`` is the median step time; a run without steps shows
     its whole-trace wall time there, labelled, and a note says so. Without device rows
@@ -485,7 +485,7 @@ def _no_device_work(r: Report) -> list[str]:
 
 
 def report(r: Report, name: str) -> list[str]:
-    """``neurontrace report``: a :class:`neurontrace.analysis.Report` in plain words."""
+    """``neurontrace report``: a :class:`neurontrace.analyses.Report` in plain words."""
     out = [heading(name)
            + (f"  ({r.steps:,} steps)" if r.steps else "  (no ProfilerStep spans)")]
     out.append("")

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from neurontrace import analysis
+from neurontrace import analyses
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 STUDY = FIXTURES / "capture" / "cuda"
@@ -18,7 +18,7 @@ STEPS = 5
 
 
 def device_ops(path: Path) -> dict[str, tuple[int, float]]:
-    table = analysis.ops(analysis.events(path), layer="device")
+    table = analyses.ops(analyses.events(path), layer="device")
     return {r["name"]: (r["calls"], r["share"]) for r in table.iter_rows(named=True)}
 
 
@@ -46,18 +46,18 @@ def test_fused_variants_launch_one_kernel_a_step() -> None:
 
 def test_every_kernel_is_linked_to_the_op_that_launched_it() -> None:
     for variant in ("naive", "rms_norm", "compiled"):
-        df = analysis.events(STUDY / variant / "trace.json.gz").collect()
+        df = analyses.events(STUDY / variant / "trace.json.gz").collect()
         kernels = df.filter(pl.col("category") == "kernel")
         assert kernels.height >= STEPS
         assert kernels["framework_row"].null_count() == 0, variant
 
 
 def test_eps_kept_on_the_host_is_one_tiny_copy_a_step() -> None:
-    found = analysis.copies(analysis.events(EPS / "eps_copied" / "trace.json.gz"))
+    found = analyses.copies(analyses.events(EPS / "eps_copied" / "trace.json.gz"))
     assert found.height == STEPS
     assert set(found["direction"]) == {"h2d"} and all(found["tiny"])
     assert set(found["bytes"]) == {2}  # one bfloat16 scalar
-    clean = analysis.copies(analysis.events(EPS / "eps_scalar" / "trace.json.gz"))
+    clean = analyses.copies(analyses.events(EPS / "eps_scalar" / "trace.json.gz"))
     assert clean.height == 0
 
 

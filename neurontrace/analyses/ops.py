@@ -39,7 +39,7 @@ from typing import Literal
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analysis import vocab as V
+from neurontrace.analyses import vocab as V
 from neurontrace.table.nesting import containers
 
 Layer = Literal["framework", "device"]

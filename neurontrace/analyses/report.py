@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analysis.copies import by_direction, copies, copy_summary
-from neurontrace.analysis.gaps import CAUSES, gaps
-from neurontrace.analysis.ops import device_ops, host_ops
-from neurontrace.analysis.steps import steps
+from neurontrace.analyses.copies import by_direction, copies, copy_summary
+from neurontrace.analyses.gaps import CAUSES, gaps
+from neurontrace.analyses.ops import device_ops, host_ops
+from neurontrace.analyses.steps import steps
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analysis import vocab as V
-from neurontrace.analysis.ops import NAME as OP_NAME
-from neurontrace.analysis.ops import SELF_NS as OP_SELF_NS
-from neurontrace.analysis.report import Report, report
-from neurontrace.analysis.steps import median_step_ns
+from neurontrace.analyses import vocab as V
+from neurontrace.analyses.ops import NAME as OP_NAME
+from neurontrace.analyses.ops import SELF_NS as OP_SELF_NS
+from neurontrace.analyses.report import Report, report
+from neurontrace.analyses.steps import median_step_ns
 
 METRICS = (
     "step_ns", "wall_ns", "steps", "host_ns", "device_ns", "device_busy_ns", "idle_ns", "launches",

@@ -2,7 +2,7 @@
 
 ::
 
-    from neurontrace import analysis as A
+    from neurontrace import analyses as A
     lf = A.events("run.parquet")            # or a raw trace, or a run folder
     A.ops(lf, layer="device")               # op share (key_averages view)
     A.gaps(lf).gaps                         # device idle time and its causes
@@ -16,7 +16,7 @@ None of them prints or writes; the command line renders what they return.
 
 from __future__ import annotations
 
-from neurontrace.analysis.compare import (
+from neurontrace.analyses.compare import (
     ALL,
     Measured,
     compare,
@@ -24,11 +24,11 @@ from neurontrace.analysis.compare import (
     extent,
     measure,
 )
-from neurontrace.analysis.copies import copies, copy_summary
-from neurontrace.analysis.gaps import Gaps, gaps
-from neurontrace.analysis.ops import device_ops, host_ops, ops
-from neurontrace.analysis.report import Report, report
-from neurontrace.analysis.steps import steps
+from neurontrace.analyses.copies import copies, copy_summary
+from neurontrace.analyses.gaps import Gaps, gaps
+from neurontrace.analyses.ops import device_ops, host_ops, ops
+from neurontrace.analyses.report import Report, report
+from neurontrace.analyses.steps import steps
 from neurontrace.io.load import events
 
 __all__ = [

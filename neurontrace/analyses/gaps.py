@@ -47,8 +47,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analysis import intervals as I
-from neurontrace.analysis import vocab as V
+from neurontrace.analyses import intervals as I
+from neurontrace.analyses import vocab as V
 
 H2D_COPY, SYNC, LAUNCH, DISPATCH, UNKNOWN = (
     "h2d_copy", "sync", "launch_latency", "host_dispatch", "unknown",

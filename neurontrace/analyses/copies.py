@@ -44,8 +44,8 @@ from __future__ import annotations
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analysis import vocab as V
-from neurontrace.analysis.ops import UNLINKED
+from neurontrace.analyses import vocab as V
+from neurontrace.analyses.ops import UNLINKED
 
 COLUMNS = (S.RANK, S.START_NS, S.DUR_NS, S.BYTES, "direction", "op", "via", "tiny", "layers")
 SUMMARY_COLUMNS = ("op", "direction", "copies", "bytes", S.DUR_NS, "tiny")

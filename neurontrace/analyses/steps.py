@@ -22,10 +22,10 @@ from __future__ import annotations
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analysis import intervals as I
-from neurontrace.analysis import vocab as V
-from neurontrace.analysis.gaps import CAUSES, idle
-from neurontrace.analysis.ops import launches
+from neurontrace.analyses import intervals as I
+from neurontrace.analyses import vocab as V
+from neurontrace.analyses.gaps import CAUSES, idle
+from neurontrace.analyses.ops import launches
 
 COLUMNS = (
     "step", S.RANK, S.START_NS, "wall_ns", "busy_ns", "idle_ns",
