@@ -17,28 +17,25 @@ Rows (see formats.md §3 for every field):
   ``SystemProfileMetadata``, ``DeviceProfileList``: kept whole in the output's
   ``neurontrace.trace`` metadata under ``neuron.tables``.
 
-A ``neuron-explorer view -d <session>`` writes one system folder (``SystemProfileEvents``,
-``DeviceProfileList``, ...) and, beside it, one ``<device_profile_name>@latest`` folder per
-``DeviceProfileList`` row (seen in Deep-Learning-Profiling-Tools/Tilebench
-``tilebench/core/nki_timer.py``, run on trn2; the device folder's name is the schema's
-``device_profile_name`` plus ``@latest``, a guess until a real session confirms it).
-Reading the system folder reads its bound device folders too (:func:`device_profiles`):
-their rows carry the row's instance and process, their NeuronCore is
-``DeviceProfileList.nc_id``, else ``Metadata.neuroncore_idx``, else (warned) a ``_vnc_N``
-in the folder name.
+Reading a ``view -d`` session's system folder reads the device folders its
+``DeviceProfileList`` binds too: their rows carry the row's instance and process, their
+NeuronCore is ``DeviceProfileList.nc_id``, else ``Metadata.neuroncore_idx``, else (warned)
+a ``_vnc_N`` in the folder name.
+
+The reader in parts: :mod:`.explorer_folders` (the tables of a folder, the device folders
+a session binds, what ``Metadata`` says), :mod:`.explorer_types` (each column read as one
+type), :mod:`.explorer_rows` (table rows as event columns), :mod:`.clock` (device time
+placed on host time); this module reads a folder through them.
 
 Columns this reader does not know go to ``args``; missing optional columns are null.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -48,110 +45,26 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, one_line, shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress
+from neurontrace.readers.neuron import explorer_folders as F
+from neurontrace.readers.neuron import explorer_rows as R
+from neurontrace.readers.neuron import explorer_types as T
 from neurontrace.readers.neuron.clock import Placement, place
+from neurontrace.readers.neuron.explorer_folders import (
+    DEVICE_TABLES,
+    SIDE_ROWS,
+    SIDE_TABLES,
+    SYSTEM,
+    DeviceProfile,
+    bound_folders,
+    device_profiles,
+    is_explorer_folder,
+    tables,
+)
 
-SYSTEM = "SystemProfileEvents"
-DEVICE_TABLES = ("Instruction", "DmaPacket", "ActiveTime")
-SIDE_TABLES = ("Metadata", "SchemaFields", "Summary", "ExecutionInfo",
-               "SystemProfileMetadata", "DeviceProfileList")
-#: Rows kept per side table in the metadata (ExecutionInfo grows with executions).
-SIDE_ROWS = 10_000
-#: Major versions of ``Metadata.profile_schema_version`` this reader was written
-#: against (7.x in SDK 2.31 ... 12.x in SDK 2.33).
-KNOWN_MAJORS = range(7, 13)
+__all__ = ["DEVICE_TABLES", "SYSTEM", "DeviceProfile", "ExplorerReader", "bound_folders",
+           "device_profiles", "is_explorer_folder", "tables"]
+
 BATCH_ROWS = 256 * 1024
-
-LAYER_OF_SOURCE = {"framework": S.FRAMEWORK, "neuron_rt": S.RUNTIME, "neuron_hw": S.DEVICE}
-
-_SYSTEM_USED = {"name", "start_ts", "end_ts", "duration_ns", "trace_event_source",
-                "instance_id", "process_id", "thread_id", "nc_idx", "flow_id",
-                "framework_stream_id"}
-_SYSTEM_KNOWN = _SYSTEM_USED | {"id", "pcore_idx", "worker_gid", "extra_attributes_json"}
-_DEVICE_USED = {"start_ts", "end_ts", "duration_ns", "nc_idx", "engine", "opcode",
-                "queue_name"}
-#: Keys of ``extra_attributes_json`` read into columns (exec id, bytes, device time of a
-#: sync point); the device-time keys are unconfirmed on a real capture.
-_EXEC_KEYS = ("exec_id", "execution_id")
-_SIZE_KEYS = ("size", "bytes")
-_MODEL_KEYS = ("model_id",)
-_SYNC_DEVICE_KEYS = ("nc_timestamp_ns", "device_timestamp_ns", "device_ts")
-_SYNC_HOST_KEYS = ("cpu_timestamp_ns",)
-
-_TABLE_FILE = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)(?:_(\d+))?\.parquet$")
-
-
-def tables(folder: Path) -> dict[str, list[Path]]:
-    """Table name -> its files in order (``Instruction_0``, ``Instruction_1``, ...)."""
-    found: dict[str, list[tuple[int, Path]]] = {}
-    for p in folder.iterdir():
-        m = _TABLE_FILE.match(p.name)
-        if m and p.is_file():
-            found.setdefault(m.group(1), []).append((int(m.group(2) or -1), p))
-    return {k: [p for _, p in sorted(v)] for k, v in found.items()}
-
-
-def is_explorer_folder(folder: Path) -> bool:
-    return folder.is_dir() and bool(tables(folder).keys() & {SYSTEM, *DEVICE_TABLES})
-
-
-@dataclass(frozen=True)
-class DeviceProfile:
-    """A device folder of a ``view -d`` session, bound to its ``DeviceProfileList`` row."""
-
-    name: str
-    folder: Path
-    instance_id: str | None
-    process_id: int | None
-    nc_id: int | None
-    session_id: int | None
-    model_id: int | None
-
-    def label(self, nc: int | None) -> str:
-        """``i-0abc pid 4242 nc 0``: the key of this profile's placement."""
-        return f"{self.instance_id or '?'} pid {self.process_id} nc {'?' if nc is None else nc}"
-
-    def describe(self) -> dict[str, Any]:
-        return {"device_profile_name": self.name, "folder": str(self.folder),
-                "instance_id": self.instance_id, "process_id": self.process_id,
-                "nc_id": self.nc_id, "session_id": self.session_id, "model_id": self.model_id}
-
-
-def device_profiles(folder: Path, rows: list[dict[str, Any]] | None,
-                    diag: Diagnostics | None = None) -> list[DeviceProfile]:
-    """The device folders bound to the system folder ``folder`` by its ``DeviceProfileList``
-    ``rows``: ``<device_profile_name>@latest`` beside ``folder`` (in ``folder`` itself as a
-    fallback). A row whose folder is missing is warned about (when ``diag``) and skipped."""
-    out: list[DeviceProfile] = []
-    for r in rows or []:
-        name = r.get("device_profile_name")
-        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-            continue
-        cands = [folder.parent / f"{name}@latest", folder / f"{name}@latest", folder / name]
-        found = next((c for c in cands if c != folder and is_explorer_folder(c)), None)
-        if found is None:
-            if diag is not None:
-                diag.warn("device_profile_missing",
-                          f"{shown(folder)}: DeviceProfileList names {name!r}, but no folder "
-                          f"{name}@latest is beside it; its device rows are not read")
-            continue
-        inst = r.get("instance_id")
-        out.append(DeviceProfile(
-            name, found, inst if isinstance(inst, str) else None,
-            N.int_value(r.get("process_id")), N.int_value(r.get("nc_id")),
-            N.int_value(r.get("session_id")), N.int_value(r.get("model_id"))))
-    return out
-
-
-def bound_folders(folder: Path) -> set[Path]:
-    """The device folders a system folder's ``DeviceProfileList`` binds (read with it)."""
-    files = tables(folder).get("DeviceProfileList", []) if folder.is_dir() else []
-    rows: list[dict[str, Any]] = []
-    for f in files:
-        try:
-            rows += pq.read_table(f).to_pylist()[:SIDE_ROWS]
-        except (pa.ArrowException, OSError):
-            continue  # refused, in one line, when the folder itself is read
-    return {p.folder for p in device_profiles(folder, rows)}
 
 
 class ExplorerReader:
@@ -186,27 +99,27 @@ class _Read:
     def batches(self) -> Iterator[pa.RecordBatch]:
         side = {t: self._side(t) for t in SIDE_TABLES if t in self.tables}
         majors: set[str] = set()  # unknown major versions warned about in this read
-        version = _schema_version(side.get("Metadata"), self.folder, self.diag, majors)
+        version = F.schema_version(side.get("Metadata"), self.folder, self.diag, majors)
         host, syncs = self._host_windows()
         for frame in self._frames(SYSTEM):
-            yield N.to_batch(_system(frame, self.diag, self.folder))
+            yield N.to_batch(R.system_rows(frame, self.diag, self.folder))
         placements: dict[str, Placement] = {}
         if self.tables.keys() & set(DEVICE_TABLES):
-            nc_default = _profile_nc(self.folder, side.get("Metadata"), self.diag)
+            nc_default = F.profile_nc(self.folder, side.get("Metadata"), self.diag)
             yield from self.device_batches(nc_default, None, host, syncs,
                                            side.get("ExecutionInfo"), placements,
-                                           _bridge(side.get("Metadata")))
-        profiles = device_profiles(self.folder, side.get("DeviceProfileList"), self.diag)
+                                           F.bridge(side.get("Metadata")))
+        profiles = F.device_profiles(self.folder, side.get("DeviceProfileList"), self.diag)
         for prof in profiles:
             sub = _Read(prof.folder, self.diag, None, self.ev)
             sub_side = {t: sub._side(t) for t in ("Metadata", "ExecutionInfo")
                         if t in sub.tables}
             if sub_side.get("Metadata"):
-                _schema_version(sub_side["Metadata"], prof.folder, self.diag, majors)
+                F.schema_version(sub_side["Metadata"], prof.folder, self.diag, majors)
             nc = (prof.nc_id if prof.nc_id is not None
-                  else _profile_nc(prof.folder, sub_side.get("Metadata"), self.diag))
+                  else F.profile_nc(prof.folder, sub_side.get("Metadata"), self.diag))
             yield from sub.device_batches(nc, prof, host, syncs, sub_side.get("ExecutionInfo"),
-                                          placements, _bridge(sub_side.get("Metadata")))
+                                          placements, F.bridge(sub_side.get("Metadata")))
         self.ev.trace = {"neuron": {
             "format": "explorer-parquet",
             "profile_schema_version": version,
@@ -241,9 +154,9 @@ class _Read:
                     raise BadInput(f"{shown(f)}: column {twice[0]!r} appears more than once")
                 cols = None if columns is None else [c for c in columns if c in names]
                 for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
-                    df, notes = importable(b, f)
+                    df, notes = T.importable(b, f)
                     if event_table:
-                        df, more = conform(df, table, f)
+                        df, more = T.conform(df, table, f)
                         notes += more
                     if columns is None:
                         self._note(notes)
@@ -281,7 +194,7 @@ class _Read:
             df.filter(pl.col("name").is_in([N.EXEC_EVENT, N.SYNC_EVENT]))
             for df in self._frames(SYSTEM, cols) if "name" in df.columns
         ]
-        parts = [_with_defaults(p, cols) for p in parts if p.height]
+        parts = [R.with_defaults(p, cols) for p in parts if p.height]
         empty_h = pl.DataFrame(schema={"nc": pl.Int64, "pid": pl.Int64, "model": pl.Int64,
                                        "start": pl.Int64, "end": pl.Int64,
                                        S.EXECUTION: pl.String})
@@ -293,10 +206,10 @@ class _Read:
         ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
             nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
             pid=pl.col("_pid").cast(pl.Int64, strict=False),
-            model=_json_int("extra_attributes_json", _MODEL_KEYS),
+            model=R.json_int("extra_attributes_json", R.MODEL_KEYS),
             start=pl.col("start_ts").cast(pl.Int64),
-            end=pl.col("start_ts").cast(pl.Int64) + _duration().fill_null(0),
-            execution=_execution(df),
+            end=pl.col("start_ts").cast(pl.Int64) + R.duration().fill_null(0),
+            execution=R.execution(df),
         ).filter(pl.col("start").is_not_null()).with_columns(
             pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
                 pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
@@ -304,9 +217,9 @@ class _Read:
         host = ex.group_by("nc", "pid", "model", S.EXECUTION).agg(pl.col("start").min(),
                                                                   pl.col("end").max())
         syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
-            host_ts=pl.coalesce(_json_int("extra_attributes_json", _SYNC_HOST_KEYS),
+            host_ts=pl.coalesce(R.json_int("extra_attributes_json", R.SYNC_HOST_KEYS),
                                 pl.col("start_ts").cast(pl.Int64)),
-            device_ts=_json_int("extra_attributes_json", _SYNC_DEVICE_KEYS),
+            device_ts=R.json_int("extra_attributes_json", R.SYNC_DEVICE_KEYS),
         ).drop_nulls()
         return host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs
 
@@ -332,12 +245,12 @@ class _Read:
                 bridge_ns: int | None) -> Iterator[pa.RecordBatch]:
         if "start_ts" not in df.columns:
             raise BadInput(f"{shown(self.folder)}/{table}: no start_ts column")
-        df = _with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
+        df = R.with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
         df = df.with_columns(
             pl.coalesce(pl.col("nc_idx").cast(pl.Int64, strict=False),
                         pl.lit(nc_default, pl.Int64)).alias("_nc"),
-            _start(df, self.diag, f"{shown(self.folder)}/{table}").alias(S.START_NS),
-            _duration().fill_null(0).clip(0).alias(S.DUR_NS),
+            R.start_ns(df, self.diag, f"{shown(self.folder)}/{table}").alias(S.START_NS),
+            R.duration().fill_null(0).clip(0).alias(S.DUR_NS),
         )
         for (nc,), part in df.group_by("_nc", maintain_order=True):
             nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]
@@ -345,7 +258,7 @@ class _Read:
             if label not in placements:
                 placements[label] = self._placement(table, nc_i, prof, host, syncs, execinfo,
                                                     bridge_ns)
-            rows = placements[label].apply(_device_rows(table, part))
+            rows = placements[label].apply(R.device_rows(table, part))
             if prof is not None:
                 rows = rows.with_columns(pl.lit(prof.instance_id, pl.String).alias(S.INSTANCE_ID),
                                          pl.lit(prof.process_id, pl.Int64).alias(S.PID))
@@ -377,457 +290,10 @@ class _Read:
             host = host.filter(pl.col("nc") == nc)
         elif len(ncs) > 1:
             host = host.clear()  # which NeuronCore's executions? unknown: do not guess
-        executions = _executions(execinfo, nc)
+        executions = R.executions(execinfo, nc)
         p = place(device_start, executions, host.drop("pid", "model"), syncs, bridge_ns)
         if p.method == "none":
             self.diag.warn("device_clock_unplaced",
                            f"{shown(self.folder)}/{table}: nothing places NeuronCore {nc}'s "
                            "timeline on host time; device rows keep device-relative times")
         return p
-
-
-# -- column types ---------------------------------------------------------------------
-
-#: A warning about a table's columns: (code, message, count).
-Note = tuple[str, str, int]
-
-#: Event-table columns read as integers (int64) ...
-INT_COLUMNS = frozenset({"start_ts", "end_ts", "duration_ns", "nc_idx", "pcore_idx",
-                         "framework_stream_id", "transfer_bytes", "read_bytes",
-                         "write_bytes"})
-#: ... as text ...
-TEXT_COLUMNS = frozenset({"name", "trace_event_source", "instance_id", "engine", "opcode",
-                          "queue_name", "extra_attributes_json"})
-#: ... as integers where they are, else as text (``int_or_label``) ...
-ID_COLUMNS = frozenset({"process_id", "thread_id"})
-#: ... and as a list of flow ids (or text holding them).
-FLOW_COLUMN = "flow_id"
-#: Columns without which an event table is refused.
-REQUIRED: dict[str, tuple[str, ...]] = {SYSTEM: ("name", "start_ts"),
-                                        **{t: ("start_ts",) for t in DEVICE_TABLES}}
-_EXPECTED = {"int": "integers", "text": "text", "id": "integers or text",
-             "flow": "a list of flow ids", "other": "a type Polars can encode as JSON"}
-
-
-def _kind(name: str) -> str:
-    if name in INT_COLUMNS:
-        return "int"
-    if name in TEXT_COLUMNS:
-        return "text"
-    if name in ID_COLUMNS:
-        return "id"
-    return "flow" if name == FLOW_COLUMN else "other"
-
-
-def importable(batch: pa.RecordBatch, path: Path) -> tuple[pl.DataFrame, list[Note]]:
-    """``batch`` as a Polars frame. A column of an Arrow type Polars does not take (a
-    256-bit decimal, an interval, a union: Polars errors or panics on them) is read as
-    text where Arrow can cast it to text, else left out; either with a warning."""
-    notes: list[Note] = []
-    for i in reversed(range(batch.num_columns)):
-        field = batch.schema.field(i)
-        if polars_takes(field.type):
-            continue
-        try:
-            batch = batch.set_column(i, pa.field(field.name, pa.string()),
-                                     batch.column(i).cast(pa.string()))
-            notes.append(("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
-                          f"{field.type}; read as text", 1))
-        except pa.ArrowException:
-            batch = batch.remove_column(i)
-            notes.append(("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
-                          f"{field.type}, which cannot be read; left out", 1))
-    bare = pa.schema([pa.field(f.name, _bare(f.type)) for f in batch.schema])
-    if not bare.equals(batch.schema, check_metadata=True):  # keys or values that are not
-        batch = batch.cast(bare)  # UTF-8 make Polars panic; neither is used
-    try:
-        df = pl.from_arrow(batch)
-    except (pl.exceptions.PolarsError, pa.ArrowException) as e:
-        raise BadInput(f"{shown(path)}: cannot be read ({one_line(str(e))})") from None
-    assert isinstance(df, pl.DataFrame)
-    return df, notes
-
-
-def _bare(t: pa.DataType) -> pa.DataType:
-    """``t`` with no key-value metadata on the fields nested in it."""
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _bare(f.type), f.nullable)
-                          for f in (t.field(i) for i in range(t.num_fields))])
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        inner = pa.field(t.value_field.name, _bare(t.value_type), t.value_field.nullable)
-        if pa.types.is_fixed_size_list(t):
-            return pa.list_(inner, t.list_size)
-        return pa.large_list(inner) if pa.types.is_large_list(t) else pa.list_(inner)
-    if pa.types.is_map(t):
-        return pa.map_(_bare(t.key_type), pa.field(t.item_field.name, _bare(t.item_type),
-                                                   t.item_field.nullable))
-    return t
-
-
-def polars_takes(t: pa.DataType) -> bool:
-    """True for an Arrow type :func:`polars.from_arrow` takes (checked, not tried: some
-    types make it panic)."""
-    if pa.types.is_dictionary(t):
-        return pa.types.is_integer(t.index_type) and polars_takes(t.value_type)
-    if (pa.types.is_list(t) or pa.types.is_large_list(t)
-            or pa.types.is_fixed_size_list(t)):
-        return polars_takes(t.value_type)
-    if pa.types.is_map(t):
-        return polars_takes(t.key_type) and polars_takes(t.item_type)
-    if pa.types.is_struct(t):
-        return all(polars_takes(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_decimal(t):
-        return pa.types.is_decimal128(t)
-    return (pa.types.is_null(t) or pa.types.is_boolean(t) or pa.types.is_integer(t)
-            or pa.types.is_floating(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t)
-            or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t)
-            or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
-            or pa.types.is_duration(t))
-
-
-def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, list[Note]]:
-    """An event table's frame with each column of the type this reader reads it as
-    (:data:`INT_COLUMNS`, :data:`TEXT_COLUMNS`, :data:`ID_COLUMNS`, :data:`FLOW_COLUMN`;
-    any other column, kept in ``args``, as something Polars encodes as JSON: bytes as
-    hex). Text of digits, floats, unsigned and temporal integers convert to integers,
-    values that do not (``"abc"``, ``1e30``) are read as missing; a column that cannot
-    convert at all (a list where a number belongs) is refused if :data:`REQUIRED`, else
-    left out. Every change is a warning."""
-    notes: list[Note] = []
-    fixed: list[pl.Series] = []
-    dropped: list[str] = []
-    for name, dtype in df.schema.items():
-        kind = _kind(name)
-        s = df.get_column(name)
-        out = _as(kind, s)
-        if out is s:
-            continue
-        if out is None:
-            if name in REQUIRED.get(table, ()):
-                raise BadInput(f"{shown(path)}: column {name!r} is {dtype}, not "
-                               f"{_EXPECTED[kind]}")
-            notes.append(("explorer_column_type", f"{shown(path)}: column {name!r} is "
-                          f"{dtype}, not {_EXPECTED[kind]}; left out", 1))
-            dropped.append(name)
-            continue
-        lost = out.null_count() - s.null_count()
-        if lost > 0:
-            notes.append(("explorer_bad_value", f"{shown(path)}: {lost} value(s) of column "
-                          f"{name!r} ({dtype}) are not {_EXPECTED[kind]}; read as missing",
-                          lost))
-        fixed.append(out.alias(name))
-    if fixed:
-        df = df.with_columns(fixed)
-    return (df.drop(dropped) if dropped else df), notes
-
-
-def _as(kind: str, s: pl.Series) -> pl.Series | None:
-    """``s`` as read for ``kind``: ``s`` itself when it already is, None when it cannot
-    be."""
-    dt = s.dtype
-    if kind == "int":
-        return s if dt == pl.Int64 else _to_int(s)
-    if kind == "text":
-        return s if dt == pl.String else _to_text(s)
-    if kind == "id":
-        return s if dt == pl.String or dt.is_integer() else _to_text(s)
-    if kind == "flow":
-        return _to_flows(s)
-    return _json_safe(s)
-
-
-def _to_int(s: pl.Series) -> pl.Series | None:
-    dt = s.dtype
-    if dt == pl.Null or dt.is_integer() or dt.is_float() or dt.is_decimal() \
-            or dt == pl.Boolean:
-        return s.cast(pl.Int64, strict=False)
-    if dt.is_temporal():
-        return s.to_physical().cast(pl.Int64, strict=False)
-    if dt in (pl.String, pl.Categorical) or isinstance(dt, pl.Enum):
-        text = s.cast(pl.String).str.strip_chars()
-        return pl.select(pl.coalesce(
-            text.cast(pl.Int64, strict=False),
-            text.cast(pl.Float64, strict=False).round().cast(pl.Int64, strict=False),
-        )).to_series()
-    return None
-
-
-def _to_text(s: pl.Series) -> pl.Series | None:
-    dt = s.dtype
-    if dt == pl.Binary:
-        return pl.Series(s.name, [None if v is None else v.decode("utf-8", "backslashreplace")
-                                  for v in s.to_list()], pl.String)
-    if isinstance(dt, pl.Duration):
-        return s.to_physical().cast(pl.String)
-    if dt.is_nested() or dt == pl.Object:
-        return None
-    return s.cast(pl.String, strict=False)
-
-
-def _to_flows(s: pl.Series) -> pl.Series | None:
-    dt = s.dtype
-    if isinstance(dt, pl.Array):
-        s, dt = s.cast(pl.List(dt.inner)), pl.List(dt.inner)
-    if isinstance(dt, pl.List):
-        inner = dt.inner
-        if inner == pl.String:
-            return s
-        if inner == pl.Null or inner.is_integer() or inner == pl.Categorical:
-            return s.cast(pl.List(pl.String))
-        return None
-    if dt == pl.String:
-        return s
-    if dt == pl.Null or dt.is_integer() or dt == pl.Categorical:
-        return s.cast(pl.String)
-    return None
-
-
-def _json_safe(s: pl.Series) -> pl.Series:
-    """``s`` itself, or, where it holds bytes (which Polars' JSON encoder panics on),
-    bytes as hex text, or each value as JSON text (bytes as base64) inside a nesting."""
-    if not _holds_bytes(s.dtype):
-        return s
-    if s.dtype == pl.Binary:
-        return s.bin.encode("hex")
-    enc = msgspec.json.Encoder()
-    return pl.Series(s.name, [None if v is None else enc.encode(v).decode()
-                              for v in s.to_list()], pl.String)
-
-
-def _holds_bytes(dt: pl.DataType | pl.datatypes.DataTypeClass) -> bool:
-    if dt == pl.Binary:
-        return True
-    if isinstance(dt, (pl.List, pl.Array)):
-        return _holds_bytes(dt.inner)
-    if isinstance(dt, pl.Struct):
-        return any(_holds_bytes(f.dtype) for f in dt.fields)
-    return dt.is_nested() and "Binary" in str(dt)  # a nesting not named above (a map)
-
-
-def _with_defaults(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
-    missing = [c for c in cols if c not in df.columns]
-    return df.with_columns(pl.lit(None).alias(c) for c in missing) if missing else df
-
-
-def _start(df: pl.DataFrame, diag: Diagnostics, where: str) -> pl.Expr:
-    """``start_ts`` as int64; a row without one (null, or a value :func:`conform` could
-    not read) is placed at time 0, with a warning, as the other readers do."""
-    missing = df.get_column("start_ts").null_count()
-    if missing:
-        diag.warn("bad_ts", f"{where}: {missing} row(s) have no usable start_ts; placed at "
-                  "time 0", missing)
-    return pl.col("start_ts").cast(pl.Int64).fill_null(0)
-
-
-def _duration() -> pl.Expr:
-    return pl.coalesce(
-        pl.col("duration_ns").cast(pl.Int64, strict=False),
-        pl.col("end_ts").cast(pl.Int64, strict=False) - pl.col("start_ts").cast(pl.Int64),
-    )
-
-
-def _json_int(col: str, keys: tuple[str, ...]) -> pl.Expr:
-    c = pl.col(col).cast(pl.String)
-    return pl.coalesce(
-        [c.str.json_path_match(f"$.{k}").cast(pl.Int64, strict=False) for k in keys]
-    )
-
-
-def _execution(df: pl.DataFrame) -> pl.Expr:
-    """The execution key: ``exec_id`` from the extra attributes (``nc0:exec7``); for an
-    ``nc_exec_running`` without one, its ``model_id`` and first flow id
-    (``nc0:model7:execf1``, shared by its LNC=2 rows): flow ids are per-model counters,
-    so two NEFFs can reuse one (Tilebench ``nki_timer.py`` keys by model and flow)."""
-    exec_id = _json_int("extra_attributes_json", _EXEC_KEYS).cast(pl.String)
-    flow = pl.when(pl.col("name") == N.EXEC_EVENT).then(
-        _flows(df).list.first().str.strip_prefix(N.FLOW_PREFIX))
-    nc = pl.col("nc_idx").cast(pl.Int64, strict=False)
-    return pl.coalesce(
-        N.execution_key(nc, exec_id),
-        N.execution_key(nc, flow, _json_int("extra_attributes_json", _MODEL_KEYS)),
-    )
-
-
-def _flows(df: pl.DataFrame) -> pl.Expr:
-    """``flow_id`` as ``neuron:<id>`` strings, whether stored as a list or as text (ids
-    separated by commas, in brackets or not, each in quotes or not)."""
-    if "flow_id" not in df.columns:
-        return pl.lit(None, pl.List(pl.String))
-    dt = df.schema["flow_id"]
-    if isinstance(dt, pl.List):
-        lst = pl.col("flow_id").cast(pl.List(pl.String))
-    else:  # "1,2" or a JSON list, '["1", "2"]' or "[1, 2]": split, never parsed
-        lst = pl.col("flow_id").cast(pl.String).str.strip_chars().str.strip_chars("[]") \
-            .str.split(",")
-    flow = pl.element().str.strip_chars().str.strip_chars('"').str.strip_chars()
-    return lst.list.eval(
-        pl.when(flow != "").then(pl.lit(N.FLOW_PREFIX) + flow)
-    ).list.drop_nulls()
-
-
-def _system(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFrame:
-    if "name" not in df.columns or "start_ts" not in df.columns:
-        missing = "name" if "name" not in df.columns else "start_ts"
-        raise BadInput(f"{shown(folder)}/{SYSTEM}: no {missing} column")
-    extra = [c for c in df.columns if c not in _SYSTEM_KNOWN]
-    df = _with_defaults(df, sorted(_SYSTEM_KNOWN))
-    src = pl.col("trace_event_source").cast(pl.String)
-    unknown = df.filter(src.is_not_null() & ~src.is_in(list(LAYER_OF_SOURCE)))
-    if unknown.height:
-        diag.warn("unknown_event_source",
-                  f"{shown(folder)}/{SYSTEM}: trace_event_source "
-                  f"{unknown.get_column('trace_event_source')[0]!r} is not framework, "
-                  "neuron_rt or neuron_hw; read as runtime", unknown.height)
-    hw_name = pl.col("name").is_in(list(N.HARDWARE_EVENTS))
-    layer = pl.coalesce(
-        src.replace_strict(LAYER_OF_SOURCE, default=None, return_dtype=pl.String),
-        pl.when(src.is_null() & hw_name).then(pl.lit(S.DEVICE)),
-        pl.lit(S.RUNTIME),
-    )
-    pid, pid_label = N.int_or_label(df.get_column("process_id"))
-    tid, tid_label = N.int_or_label(df.get_column("thread_id"))
-    nc = pl.col("nc_idx").cast(pl.Int64, strict=False)
-    out = df.with_columns(
-        layer.alias(S.LAYER),
-        src.alias(S.CATEGORY),
-        pl.col("name").cast(pl.String).fill_null("").alias(S.NAME),
-        pl.when(_duration().is_not_null()).then(pl.lit(S.SPAN))
-        .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
-        _start(df, diag, f"{shown(folder)}/{SYSTEM}").alias(S.START_NS),
-        _duration().fill_null(0).clip(0).alias(S.DUR_NS),
-        pid.alias(S.PID), tid.alias(S.TID),
-        pid_label.alias(N.PID_LABEL), tid_label.alias(N.TID_LABEL),
-        nc.alias(S.DEVICE_COL),
-        pl.col("framework_stream_id").cast(pl.Int64, strict=False).alias(S.STREAM),
-        _json_int("extra_attributes_json", _SIZE_KEYS).alias(S.BYTES),
-        _flows(df).alias(S.FLOW_IDS),
-        _execution(df).alias(S.EXECUTION),
-        pl.col("instance_id").cast(pl.String).alias(S.INSTANCE_ID),
-    )
-    out = out.with_columns(
-        pl.when(pl.col(S.LAYER) == S.DEVICE)
-        # pcore_idx here is the physical core within the device (not 0/1 within nc_idx).
-        .then(N.device_track(nc, pl.col(S.NAME), pl.col("pcore_idx"), "device core"))
-        .alias(S.TRACK),
-    )
-    args = N.args_json(df, ["id", "pcore_idx", "worker_gid", *extra, "extra_attributes_json"],
-                       raw_json="extra_attributes_json")
-    return out.with_columns(args)
-
-
-def _device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
-    """One device table's frame (with ``_nc``, start_ns, dur_ns) as event columns."""
-    nc = pl.col("_nc")
-    pcore = pl.col("pcore_idx").cast(pl.Int64, strict=False)
-    df = _with_defaults(df, ["engine", "opcode", "queue_name", "transfer_bytes",
-                             "read_bytes", "write_bytes"])
-    eng = N.engine(pl.col("engine").cast(pl.String).fill_null("unknown"))
-    if table == "Instruction":
-        name = pl.col("opcode").cast(pl.String).fill_null("instruction")
-        lane = eng
-        moved = pl.lit(None, pl.Int64)
-    elif table == "DmaPacket":
-        queue = pl.col("queue_name").cast(pl.String).fill_null("dma")
-        name = queue
-        lane = pl.concat_str(pl.lit("dma / "), queue)
-        moved = pl.coalesce(*(pl.col(c).cast(pl.Int64, strict=False) for c in
-                              ("transfer_bytes", "write_bytes", "read_bytes")))
-    else:  # ActiveTime: merged busy intervals of an engine
-        name = pl.concat_str(pl.lit("active "), eng)
-        lane = pl.concat_str(eng, pl.lit(" / active"))
-        moved = pl.lit(None, pl.Int64)
-    used = {"_nc", S.START_NS, S.DUR_NS, *_DEVICE_USED}
-    present = [c for c in df.columns if c not in used
-               and not (c in ("transfer_bytes", "read_bytes", "write_bytes", "engine",
-                              "opcode", "queue_name") and df.get_column(c).null_count()
-                        == df.height)]
-    args = N.args_json(df, present)
-    return df.select(
-        pl.lit(S.DEVICE).alias(S.LAYER),
-        pl.lit(table).alias(S.CATEGORY),
-        name.alias(S.NAME),
-        pl.lit(S.SPAN).alias(S.KIND),
-        S.START_NS, S.DUR_NS,
-        nc.alias(S.DEVICE_COL),
-        N.device_track(nc, lane, pcore).alias(S.TRACK),
-        moved.alias(S.BYTES),
-    ).with_columns(args)
-
-
-def _executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.DataFrame | None:
-    """ExecutionInfo's device windows (``d_start``, ``d_end``) of NeuronCore ``nc`` (all
-    rows when None or no ``nc_idx``), in execution order; a row whose times are not
-    integers (:func:`neuron.int_value`) is left out. None without those columns."""
-    if not execinfo or not {"execution_start_ts", "execution_end_ts"} <= execinfo[0].keys():
-        return None
-    rows = [r for r in execinfo
-            if nc is None or "nc_idx" not in r or N.int_value(r["nc_idx"]) == nc]
-    order = "execution_index" if "execution_index" in execinfo[0] else "execution_start_ts"
-
-    def key(r: dict[str, Any]) -> tuple[bool, int]:
-        v = N.int_value(r.get(order))
-        return (v is not None, v or 0)
-
-    windows = [(N.int_value(r.get("execution_start_ts")), N.int_value(r.get("execution_end_ts")))
-               for r in sorted(rows, key=key)]
-    return pl.DataFrame([w for w in windows if None not in w], schema={
-        "d_start": pl.Int64, "d_end": pl.Int64}, orient="row")
-
-
-def _schema_version(meta: list[dict[str, Any]] | None, folder: Path,
-                    diag: Diagnostics, majors: set[str]) -> str | None:
-    """``Metadata.profile_schema_version``. Tables are read by column presence whatever
-    the version; a major version outside :data:`KNOWN_MAJORS` is warned about once per
-    read (``majors`` holds those already warned about)."""
-    version = None
-    for row in meta or []:
-        if row.get("profile_schema_version") is not None:
-            version = str(row["profile_schema_version"])
-            break
-    if version is None:
-        diag.warn("explorer_schema_version",
-                  f"{shown(folder)}: no Metadata.profile_schema_version; read as the known layout")
-        return None
-    major = version.split(".", 1)[0].strip()
-    if (not major.isdigit() or int(major) not in KNOWN_MAJORS) and major not in majors:
-        majors.add(major)
-        diag.warn("explorer_schema_version",
-                  f"{shown(folder)}: profile schema version {version} (major {major}) is not one "
-                  f"this reader knows ({KNOWN_MAJORS.start}-{KNOWN_MAJORS.stop - 1}); read "
-                  "by column name, unknown columns kept in args")
-    return version
-
-
-def _bridge(meta: list[dict[str, Any]] | None) -> int | None:
-    """The device profile's start on the raw device clock (ns):
-    ``Metadata.first_hw_timestamp / ticks_per_nanosec`` (documented fields; that
-    ``first_hw_timestamp`` counts ticks is a guess). None without both, or with a zero or
-    negative tick rate or a zero start."""
-    for row in meta or []:
-        first = N.int_value(row.get("first_hw_timestamp"))
-        ticks = N.int_value(row.get("ticks_per_nanosec"))
-        if first and ticks and ticks > 0:
-            return first // ticks
-    return None
-
-
-def _profile_nc(folder: Path, meta: list[dict[str, Any]] | None,
-                diag: Diagnostics) -> int | None:
-    """The NeuronCore of a device folder: ``Metadata.neuroncore_idx`` (documented; the older
-    guesses ``nc_idx``, ``logical_nc_idx``, ``vnc_idx`` after it), else, warned, a ``_vnc_N``
-    in the folder's name or its parent's."""
-    for row in meta or []:
-        for key in ("neuroncore_idx", "nc_idx", "logical_nc_idx", "vnc_idx"):
-            v = N.int_value(row.get(key))
-            if v is not None:
-                return v
-    for part in (folder.name, folder.parent.name):
-        nc = N.nc_from_name(part)
-        if nc is not None:
-            diag.warn("neuroncore_from_folder_name",
-                      f"{shown(folder)}: no DeviceProfileList.nc_id or Metadata.neuroncore_idx; "
-                      f"NeuronCore {nc} taken from the name {part!r}")
-            return nc
-    return None
