@@ -369,7 +369,7 @@ def split(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFact
     seen: list[list[str]] = []
     real = spans.finish
 
-    def finish(ev: object, path: Path, trace: object, flows: spill.Frames,
+    def finish(ev: object, path: Path, trace: object, flows: spill.SpilledFrames,
                meta: object) -> None:
         files = [p for p in flows.pieces if isinstance(p, Path)]
         seen.append(sorted(p.name for p in files[0].parent.iterdir()) if files else [])

@@ -144,13 +144,13 @@ def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv(spill.MEMORY_ROWS, "30")  # a few rows a span, then files
     monkeypatch.setenv(sweep.BUCKET_ROWS, "200")
     pieces: list[object] = []
-    frames = spill.Frames.frames
+    frames = spill.SpilledFrames.frames
 
-    def seen(self: spill.Frames) -> Any:
+    def seen(self: spill.SpilledFrames) -> Any:
         pieces.extend(self.pieces)
         return frames(self)
 
-    monkeypatch.setattr(spill.Frames, "frames", seen)
+    monkeypatch.setattr(spill.SpilledFrames, "frames", seen)
     got, diag = _load(path)
     files = {p.name.rsplit(".", 2)[-2] for p in pieces if isinstance(p, Path)}
     assert files == {"narrow", "flows"}  # rows and flow events past the limit: in files

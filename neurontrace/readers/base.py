@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from neurontrace.table.spill import Frames
+    from neurontrace.table.spill import SpilledFrames
 
 from neurontrace.diagnostics import Diagnostics
 
@@ -58,12 +58,12 @@ class Events:
     #: parallel processes): called with the folder for temporary files (None: the
     #: system's), it returns the spill files in row order and the rows' narrow columns
     #: (see :mod:`neurontrace.table.spill`); ``batches`` is then not used.
-    spill: Callable[[Path | None], tuple[list[Path], Frames]] | None = None
+    spill: Callable[[Path | None], tuple[list[Path], SpilledFrames]] | None = None
     #: The folder for temporary files, set by the assembler before ``batches`` is read.
     workdir: Path | None = None
     #: Flow events too many to hold, in files (``flows`` is then None); see
-    #: :class:`neurontrace.table.spill.Held`.
-    flow_files: Frames | None = None
+    #: :class:`neurontrace.table.spill.FrameSpiller`.
+    flow_files: SpilledFrames | None = None
 
 
 class Reader(Protocol):

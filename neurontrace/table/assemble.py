@@ -109,7 +109,7 @@ def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
     if read is not None:
         read()
     try:
-        derived = derive(narrow, ev, diag, workdir)
+        derived = derive(narrow, ev, diag, workdir, ev.flow_files)
     except BaseException:
         for path in spills:
             path.unlink(missing_ok=True)

@@ -133,14 +133,14 @@ def memory_rows() -> int:
 
 
 @dataclass
-class Frames:
+class SpilledFrames:
     """Frames in order (a trace's narrow columns, or its flow events): held in memory
-    and, past :func:`memory_rows` rows, in Arrow IPC files (see :class:`Held`)."""
+    and, past :func:`memory_rows` rows, in Arrow IPC files (see :class:`FrameSpiller`)."""
 
     pieces: list[pl.DataFrame | Path] = field(default_factory=list)
     rows: int = 0
 
-    def extend(self, other: Frames) -> None:
+    def extend(self, other: SpilledFrames) -> None:
         self.pieces.extend(other.pieces)
         self.rows += other.rows
 
@@ -170,7 +170,7 @@ class Frames:
         self.pieces = []
 
 
-class Held:
+class FrameSpiller:
     """Collects frames in order: in memory up to ``limit`` rows, then all of them in
     Arrow IPC files in ``folder`` (None: the system's temporary folder), which take
     from ``budget`` (default: a :class:`Budget` of their own)."""
@@ -181,7 +181,7 @@ class Held:
         self.limit = memory_rows() if limit is None else limit
         self.suffix = suffix
         self.budget = budget
-        self.frames = Frames()
+        self.frames = SpilledFrames()
         self._held: list[pl.DataFrame] = []
         self._out: tuple[pa.OSFile, pa.ipc.RecordBatchStreamWriter, pa.Schema] | None = None
 
@@ -220,7 +220,7 @@ class Held:
             finally:
                 sink.close()
 
-    def finish(self) -> Frames:
+    def finish(self) -> SpilledFrames:
         """Close the files; every frame added, in order."""
         self._close()
         if self._held:
@@ -246,7 +246,7 @@ class Spill:
         self.budget = budget if budget is not None else Budget(path.parent)
         self._sink = pa.OSFile(str(path), "wb")
         self._writer: pa.ipc.RecordBatchStreamWriter | None = None
-        self.narrow = Held(path.parent, limit, budget=self.budget)
+        self.narrow = FrameSpiller(path.parent, limit, budget=self.budget)
 
     def add(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
@@ -262,7 +262,7 @@ class Spill:
             _step_no=names.str.extract(STEP_NAME, 1).cast(pl.Int64),
         ))
 
-    def finish(self) -> Frames:
+    def finish(self) -> SpilledFrames:
         """Close the files; the narrow columns of every row added, in order."""
         try:
             if self._writer is None:  # no rows at all
@@ -307,7 +307,7 @@ def read_batches(path: Path) -> Iterator[pa.RecordBatch]:
 
 
 def spill_all(batches: Iterable[pa.RecordBatch], path: Path, limit: int | None = None,
-              budget: Budget | None = None) -> Frames:
+              budget: Budget | None = None) -> SpilledFrames:
     """Spill every batch to ``path``; their narrow columns. On failure nothing is left.
     ``budget``: shared with other temporary files of the same read (default: its own)."""
     spill = Spill(path, limit, budget)

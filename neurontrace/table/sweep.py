@@ -48,7 +48,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import Events
 from neurontrace.table.linking import COLUMNS, Linker
 from neurontrace.table.nesting import at_positions, depths, in_order, nearest, parents_in_order
-from neurontrace.table.spill import Frames, complete, memory_rows
+from neurontrace.table.spill import SpilledFrames, complete, memory_rows
 
 #: Rows per bucket (and per row range) of a trace past :func:`memory_rows`, unless
 #: ``$NEURONTRACE_BUCKET_ROWS`` says.
@@ -74,14 +74,16 @@ def bucket_rows() -> int:
     return int(given) if given.isdigit() and int(given) > 0 else DEFAULT_BUCKET_ROWS
 
 
-def derive(narrow: Frames, ev: Events, diag: Diagnostics, workdir: Path | None) -> Ranges:
+def derive(narrow: SpilledFrames, ev: Events, diag: Diagnostics, workdir: Path | None,
+           flow_files: SpilledFrames | None = None) -> Ranges:
     """The derived columns of every row of ``narrow``: one bucket in memory when its
-    rows fit :func:`memory_rows`, else buckets in files under ``workdir``."""
+    rows fit :func:`memory_rows`, else buckets in files under ``workdir``. The flow
+    events are ``flow_files`` when given (too many to hold), else ``ev.flows``."""
     if narrow.rows <= memory_rows():
-        return _Sweep(narrow, ev, diag, None, max(narrow.rows, 1)).run()
+        return _Sweep(narrow, ev, diag, None, max(narrow.rows, 1), flow_files).run()
     folder = Path(tempfile.mkdtemp(prefix=".neurontrace-sweep-", dir=workdir))
     try:
-        return _Sweep(narrow, ev, diag, folder, bucket_rows()).run()
+        return _Sweep(narrow, ev, diag, folder, bucket_rows(), flow_files).run()
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -140,10 +142,11 @@ class _Parts:
 
 
 class _Sweep:
-    def __init__(self, narrow: Frames, ev: Events, diag: Diagnostics, folder: Path | None,
-                 size: int) -> None:
+    def __init__(self, narrow: SpilledFrames, ev: Events, diag: Diagnostics,
+                 folder: Path | None, size: int, flow_files: SpilledFrames | None) -> None:
         self.narrow = narrow
         self.ev = ev
+        self.flow_files = flow_files
         self.diag = diag
         self.folder = folder  # None: one bucket, in memory
         self.size = size  # rows per bucket and per row range
@@ -257,8 +260,8 @@ class _Sweep:
         self.ev.flows = None
 
     def _flow_frames(self) -> Iterator[pl.DataFrame]:
-        if self.ev.flow_files is not None:
-            yield from self.ev.flow_files.frames()
+        if self.flow_files is not None:
+            yield from self.flow_files.frames()
         elif self.ev.flows is not None:
             for batch in self.ev.flows.to_batches(max_chunksize=self.size):
                 fl = pl.from_arrow(batch)

@@ -32,7 +32,7 @@ from neurontrace.readers.kineto.events import (
     record_repairs,
     show_surrogates,
 )
-from neurontrace.table.spill import Frames, Held
+from neurontrace.table.spill import FrameSpiller, SpilledFrames
 
 _HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
                 b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
@@ -77,7 +77,7 @@ class KinetoReader:
         self, path: Path, diag: Diagnostics, progress: Progress | None, ev: Events
     ) -> Iterator[pa.RecordBatch]:
         stream = ArrayStream(path, KEY)
-        part = Part(Held(ev.workdir, suffix=".flows.arrow"))
+        part = Part(FrameSpiller(ev.workdir, suffix=".flows.arrow"))
         try:
             yield from part.rows(stream, path, diag, progress)
         except BaseException:
@@ -90,7 +90,7 @@ class Part:
     """What reading the events of one span of a trace (or all of it) collects besides
     its rows: flows and track names."""
 
-    def __init__(self, flows: Held) -> None:
+    def __init__(self, flows: FrameSpiller) -> None:
         self.flows = flows
         self.meta = Metadata()
 
@@ -108,7 +108,7 @@ class Part:
             yield batch
 
 
-def finish(ev: Events, path: Path, trace: dict[str, Any], flows: Frames,
+def finish(ev: Events, path: Path, trace: dict[str, Any], flows: SpilledFrames,
            meta: Metadata) -> None:
     """Fill in what the whole trace has been read for."""
     base_ns = _integer(trace, "baseTimeNanoseconds", path) or 0

@@ -40,8 +40,8 @@ from neurontrace.readers.kineto import KEY, Part, finish
 from neurontrace.readers.kineto.columns import Metadata
 from neurontrace.table.spill import (
     Budget,
-    Frames,
-    Held,
+    FrameSpiller,
+    SpilledFrames,
     SpillLimit,
     memory_rows,
     spill_all,
@@ -81,9 +81,9 @@ class Job:
 @dataclass
 class Result:
     index: int
-    narrow: Frames | None  # None: the span could not be read (see ``failed``)
+    narrow: SpilledFrames | None  # None: the span could not be read (see ``failed``)
     failed: str = ""
-    flows: Frames = field(default_factory=Frames)
+    flows: SpilledFrames = field(default_factory=SpilledFrames)
     meta: Metadata = field(default_factory=Metadata)
     diag: Diagnostics = field(default_factory=Diagnostics)
     head: bytes = b""
@@ -99,7 +99,7 @@ def read_span(job: Job, progress: Progress | None = None, here: bool = False) ->
     limit = job.limit if here else 0
     diag = Diagnostics()
     budget = Budget(job.spill.parent)  # the span's spill, narrow columns and flows
-    part = Part(Held(job.spill.parent, limit, ".flows.arrow", budget))
+    part = Part(FrameSpiller(job.spill.parent, limit, ".flows.arrow", budget))
     stream = ArrayStream(job.path, KEY, start=job.start, stop=job.stop)
     try:
         narrow = spill_all(part.rows(stream, job.path, diag, progress), job.spill, limit,
@@ -118,7 +118,7 @@ def read_span(job: Job, progress: Progress | None = None, here: bool = False) ->
 
 
 def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress | None,
-          ev: Events, workdir: Path | None) -> tuple[list[Path], Frames]:
+          ev: Events, workdir: Path | None) -> tuple[list[Path], SpilledFrames]:
     """Decode ``spans`` of ``path`` in parallel; fill ``ev`` as a serial read would."""
     size = path.stat().st_size
     jobs = [Job(i, path, a, b, temporary(workdir), _limit(a or 0, b or size, size))
@@ -177,7 +177,7 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
         return _serial(ev, workdir)
     done = [r for r in results if r is not None]
     meta = Metadata()
-    flows = Frames()
+    flows = SpilledFrames()
     for r in done:
         diag.merge(r.diag)
         meta.merge(r.meta)
@@ -187,7 +187,7 @@ def spill(path: Path, spans: list[Span], diag: Diagnostics, progress: Progress |
     finish(ev, path, outer_fields(path, KEY, head, *tail), flows, meta)
     if ev.flow_files is None:  # read into memory by finish: the files are done with
         flows.discard()
-    narrow = Frames()
+    narrow = SpilledFrames()
     for r in done:
         if r.narrow is not None:
             narrow.extend(r.narrow)
@@ -211,7 +211,7 @@ def _drain(todo: queue.SimpleQueue[Job]) -> None:
         pass
 
 
-def _serial(ev: Events, workdir: Path | None) -> tuple[list[Path], Frames]:
+def _serial(ev: Events, workdir: Path | None) -> tuple[list[Path], SpilledFrames]:
     out = temporary(workdir)
     return [out], spill_all(ev.batches, out)
 
