@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "capture": "capture",
     "convert": "convert",
     "ops": "ops",
+    "kernels": "kernels",
     "gaps": "gaps",
     "copies": "copies",
     "steps": "steps",

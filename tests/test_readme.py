@@ -273,6 +273,7 @@ def check_analysis(work: Path, ns: dict[str, Any], values: dict[str, Any]) -> No
     assert frame(values["g.tracks"]).to_dicts() == idle["tracks"]
     assert frame(values["g.gaps"]).height == len(idle["gaps"])
     assert frame(values["A.copies(lf)"]).to_dicts() == cli_json("copies", "run.parquet")
+    assert frame(values["A.kernels(lf)"]).to_dicts() == cli_json("kernels", "run.parquet")
     compared = frame(next(v for k, v in values.items() if k.startswith("A.compare(")))
     cli_rows = cli_json("compare", "a.parquet", "b.parquet")
     assert [(r["metric"], r["value"], r["ratio"]) for r in cli_rows] == list(

@@ -7,6 +7,7 @@
     A.ops(lf, layer="device")               # op share (key_averages view)
     A.gaps(lf).gaps                         # device idle time and its causes
     A.copies(lf)                            # host <-> device transfers
+    A.kernels(lf)                           # device work by its own name
     A.steps(lf)                             # per ProfilerStep: busy / idle / host only
     A.compare({"naive": lf1, "fused": lf2}) # runs side by side
     A.compare_results({"naive": A.Measured(report, *A.extent(lf)), ...})  # from results
@@ -26,6 +27,7 @@ from neurontrace.analyses.compare import (
 )
 from neurontrace.analyses.copies import copies, copy_summary
 from neurontrace.analyses.gaps import Gaps, gaps
+from neurontrace.analyses.kernels import kernels
 from neurontrace.analyses.ops import device_ops, host_ops, ops
 from neurontrace.analyses.report import Report, report
 from neurontrace.analyses.steps import steps
@@ -45,6 +47,7 @@ __all__ = [
     "extent",
     "gaps",
     "host_ops",
+    "kernels",
     "measure",
     "ops",
     "report",

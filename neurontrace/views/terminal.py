@@ -558,3 +558,28 @@ def capture_summary(summaries: Sequence[Summary], label: str = "variant") -> lis
         step = f"{s.step_ns / 1e6:.3f} ms" if s.step_ns is not None else "-"
         lines.append(f"{s.name:<{name_width}}  {s.events:>7,}  {step:>13}  {top}")
     return lines
+
+
+# -- kernels ------------------------------------------------------------------------------
+
+KERNELS = (
+    Col("name", "device work", flex=True, right=False),
+    Col("calls", "calls", count),
+    Col("total_ns", "total", duration),
+    Col("mean_ns", "mean", duration),
+    Col("min_ns", "min", duration),
+    Col("max_ns", "max", duration),
+    Col("share", "share", percent),
+)
+
+
+def kernels(table: pl.DataFrame, top: int, path: str) -> list[str]:
+    """``neurontrace kernels``: the first ``top`` rows of
+    :func:`neurontrace.analyses.kernels` (all for 0), and how many more there are."""
+    if table.height == 0:
+        return [f"{path}: no device work found"]
+    shown = table.head(top) if top else table
+    out = [table_text(shown, KERNELS)]
+    if shown.height < table.height:
+        out.append(f"... {table.height - shown.height:,} more (--top 0 shows all)")
+    return out
