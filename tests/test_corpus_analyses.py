@@ -6,8 +6,13 @@ for device op share, gaps and copies. Skipped, saying why, without NEURONTRACE_C
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+from collections import defaultdict
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -80,3 +85,41 @@ def test_steps_of_a_real_training_trace() -> None:
     total = got.get_column("busy_ns") + got.get_column("idle_ns") + got.get_column("host_only_ns")
     assert total.equals(got.get_column("wall_ns"))
     assert (got.get_column("launches") > 0).all()
+
+
+def _raw_events(path: Path) -> list[dict[str, Any]]:
+    doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    return [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
+
+
+def test_nccl_kernels_are_charged_to_the_collective_the_user_called() -> None:
+    # From the raw JSON: a kernel's launch (same correlation) names the op of its
+    # External id; a record_param_comms is charged to the cpu_op that encloses it on its
+    # thread (the smallest one), so the NCCL kernels go to c10d::allreduce_ / broadcast_.
+    path = trace("nccl_parser_config")
+    evs = _raw_events(path)
+    launch = {e["args"]["correlation"]: e for e in evs
+              if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    by_id = {e["args"]["External id"]: e for e in evs
+             if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    cpu_ops = [e for e in evs if e.get("cat") == "cpu_op"]
+
+    def enclosing(op: dict[str, Any]) -> dict[str, Any]:
+        around = [e for e in cpu_ops if e is not op and e["tid"] == op["tid"]
+                  and e["pid"] == op["pid"] and e["ts"] <= op["ts"]
+                  and e["ts"] + e["dur"] >= op["ts"] + op["dur"]]
+        return min(around, key=lambda e: e["dur"])
+
+    want: dict[str, list[int]] = defaultdict(list)
+    for k in evs:
+        if k.get("cat") != "kernel" or not k["name"].startswith("ncclKernel"):
+            continue
+        op = by_id[launch[k["args"]["correlation"]]["args"]["External id"]]
+        assert op["name"] == "record_param_comms"  # what Kineto links them to
+        want[enclosing(op)["name"]].append(int(k["dur"] * 1000))
+    assert set(want) == {"c10d::allreduce_", "c10d::broadcast_"}
+    got = {r["name"]: r for r in ops(events(path), layer="device").to_dicts()}
+    assert "record_param_comms" not in got
+    for name, durs in want.items():  # their only device work is the NCCL kernels
+        assert (got[name]["calls"], got[name]["self_ns"]) == (len(durs), sum(durs))
+    assert sum(len(d) for d in want.values()) == 21

@@ -29,7 +29,16 @@ run: ``calls`` (# of Calls), ``self_ns`` (Self CPU), ``total_ns`` (CPU total) an
 ``key_averages()``). ``calls`` = launches, ``self_ns`` = ``total_ns`` = device time,
 ``share`` = fraction of all device time. One execution seen on several cores (rows
 sharing ``execution``) is one launch lasting from its first start to its last end.
-Work without a link is charged to ``(unlinked)``.
+Work without a link is charged to ``(unlinked)``. A collective's kernels are charged to
+the collective op the user called, not to the bookkeeping op torch records inside it
+(:data:`.vocab.COLLECTIVE_RECORDS`) to which Kineto links them: work linked to a
+``record_param_comms`` goes to its parent operator, as in ``key_averages()``'s device
+total of ``c10d::allreduce_`` (its Self column would charge ``record_param_comms``)::
+
+    c10d::allreduce_      |------------------------|      <- charged here
+    record_param_comms       |-------------------|          (External id of the launch)
+    cudaLaunchKernelExC         |-|
+    stream 40                     |--ncclKernel_AllReduce--|
 """
 
 from __future__ import annotations
@@ -143,15 +152,22 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
         .select(
             S.ROW, S.RANK, S.FRAMEWORK_ROW, S.START_NS, "end_ns",
             dur_ns=pl.col("end_ns") - pl.col(S.START_NS),
-            step=pl.coalesce("_op_step", S.STEP),
+            step=pl.col("_op_step"),
         )
     )
 
 
 def device_ops(lf: pl.LazyFrame) -> pl.DataFrame:
     """The device view (see the module docstring)."""
-    names = lf.filter(pl.col(S.LAYER) == S.FRAMEWORK).select(
-        pl.col(S.ROW).alias(S.FRAMEWORK_ROW), V.op_name().alias(NAME)
+    framework = lf.filter(pl.col(S.LAYER) == S.FRAMEWORK)
+    parents = framework.filter(V.is_op()).select(
+        pl.col(S.ROW).alias(S.PARENT), V.op_name().alias("_parent_name"))
+    names = framework.select(S.ROW, S.PARENT, V.op_name().alias(NAME)).join(
+        parents, on=S.PARENT, how="left"
+    ).select(
+        pl.col(S.ROW).alias(S.FRAMEWORK_ROW),
+        pl.when(pl.col(NAME).is_in(V.COLLECTIVE_RECORDS) & pl.col("_parent_name").is_not_null())
+        .then(pl.col("_parent_name")).otherwise(pl.col(NAME)).alias(NAME),
     )
     out = (
         launches(lf)

@@ -48,6 +48,11 @@ PROFILER_STEP_ALL = "ProfilerStep*"
 #: say which devices; they name the layer of a transfer found below them.
 FRAMEWORK_COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to")
 
+#: Ops torch's distributed package records inside every collective it runs
+#: (``RECORD_PARAM_COMMS``: the collective's sizes and group, as args), not ops the user
+#: called. The kernels they launch are the enclosing op's: ``c10d::allreduce_``, ...
+COLLECTIVE_RECORDS = ("record_param_comms",)
+
 # -- device side ------------------------------------------------------------------------
 
 #: Roles of device rows that occupy the device.
