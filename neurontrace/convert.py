@@ -24,7 +24,7 @@ from neurontrace.io import atomic, scratch, store
 from neurontrace.io.destination import Place, lock, matching
 from neurontrace.io.digest import Later, content_digest
 from neurontrace.readers import detect
-from neurontrace.readers.base import Progress, Source
+from neurontrace.readers.base import Divisible, Progress, Source
 from neurontrace.table.assemble import Assembled, assemble
 from neurontrace.table.spill import SpillLimit
 from neurontrace.workers.executors import Executor, Serial, executor_of
@@ -53,14 +53,12 @@ class Converted:
 def _assemble(src: Source, rank: int | None, progress: Progress | None,
               diag: Diagnostics, workdir: Path | None,
               digest: Callable[[], str] | None = None) -> tuple[Assembled, dict[bytes, bytes]]:
-    ev = src.read(diag, progress)
-    if ev.rank is None:
-        ev.rank = src.rank
     try:
-        built = assemble(ev, diag, rank=rank, workdir=workdir,
-                         read=digest.start if isinstance(digest, Later) else None)
+        built = assemble(src, diag, progress, rank=rank, workdir=workdir,
+                         after_read=digest.start if isinstance(digest, Later) else None)
     except SpillLimit as e:
         raise BadInput(f"{src.path}: {e}") from None
+    ev = built.events
     source: dict[str, object] = {"path": str(src.path), "format": src.format}
     try:
         source["bytes"] = _size(src.path)
@@ -131,7 +129,9 @@ def _sources_of(path: Path, fmt: str | None, cache: Path) -> tuple[list[Source],
     if expand is not None:
         sources: list[Source] = expand(path, cache)
         return sources, bool(getattr(reader, "dataset", False))
-    return [Source(path, reader.name, partial(reader.read, path), stem(path))], False
+    divisible = reader if isinstance(reader, Divisible) else None
+    return [Source(path, reader.name, partial(reader.read, path), stem(path),
+                   divisible=divisible)], False
 
 
 def inputs_of(srcs: Sequence[PathLike], fmt: str | None, cache: Path,

@@ -28,8 +28,8 @@ from click.testing import CliRunner, Result
 import neurontrace
 from neurontrace.cli.main import cli
 from neurontrace.io import scratch
-from neurontrace.readers.kineto import spans
-from neurontrace.table import spill
+from neurontrace.readers.kineto import KinetoReader
+from neurontrace.table import chunks, spill
 from neurontrace.workers import splitting
 
 from support import KINETO
@@ -308,34 +308,34 @@ def test_outputs_get_the_mode_the_umask_gives(work: Path, mask: int, mode: int) 
 
 # -- class 2: nothing left behind ---------------------------------------------------------
 
-_read_span = spans.read_span
-#: A FIFO on which a worker process writes a byte each time it has read a span.
-SPAN_READ_ENV = "NEURONTRACE_TEST_SPAN_READ"
+_read_chunk = chunks.read_chunk
+#: A FIFO on which a worker process writes a byte each time it has read a chunk.
+CHUNK_READ_ENV = "NEURONTRACE_TEST_CHUNK_READ"
 #: This process's end of that FIFO (read, and a writer kept open so that it never reads
 #: as closed): set by the ``split`` fixture.
-_span_read: list[int] = []
+_chunk_read: list[int] = []
 
 
-def _worker_first(job: spans.Job, progress: object = None, here: bool = False
-                  ) -> spans.Result:
-    """read_span; this process waits before its first span until a worker process has
+def _worker_first(job: chunks.Job, progress: object = None, here: bool = False
+                  ) -> chunks.Result:
+    """read_chunk; this process waits before its first chunk until a worker process has
     handed over narrow columns as a file (the files that were left behind): it looks
-    each time a worker says on the FIFO that it has read a span, for a minute at most
+    each time a worker says on the FIFO that it has read a chunk, for a minute at most
     (then it reads, and the test fails for want of a worker's file)."""
     if not here:
-        result = _read_span(job, progress, here)  # type: ignore[arg-type]
-        _say_span_read(os.environ.get(SPAN_READ_ENV))
+        result = _read_chunk(job, progress, here)  # type: ignore[arg-type]
+        _say_chunk_read(os.environ.get(CHUNK_READ_ENV))
         return result
     deadline = time.monotonic() + 60
     while not any(job.spill.parent.glob("*.narrow.arrow")):
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select(_span_read[:1], [], [], left)[0]:
+        if left <= 0 or not select.select(_chunk_read[:1], [], [], left)[0]:
             break
-        os.read(_span_read[0], 1 << 16)
-    return _read_span(job, progress, here)  # type: ignore[arg-type]
+        os.read(_chunk_read[0], 1 << 16)
+    return _read_chunk(job, progress, here)  # type: ignore[arg-type]
 
 
-def _say_span_read(fifo: str | None) -> None:
+def _say_chunk_read(fifo: str | None) -> None:
     """One byte on ``fifo`` when someone reads it (a full FIFO has said it already)."""
     if fifo is None:
         return
@@ -354,28 +354,28 @@ def _say_span_read(fifo: str | None) -> None:
 @pytest.fixture
 def split(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[list[list[str]]]:
-    """Every plain trace is decoded in parallel spans by three processes, the workers
-    reading most; the run folder's files when the spans are read are recorded (there
+    """Every plain trace is decoded in parallel chunks by three processes, the workers
+    reading most; the run folder's files when the chunks are read are recorded (there
     were files to clean up)."""
-    fifo = tmp_path_factory.mktemp("fifo") / "span-read"
+    fifo = tmp_path_factory.mktemp("fifo") / "chunk-read"
     os.mkfifo(fifo)
     ends = [os.open(fifo, os.O_RDONLY | os.O_NONBLOCK), os.open(fifo, os.O_WRONLY)]
-    monkeypatch.setattr(sys.modules[__name__], "_span_read", ends)
-    monkeypatch.setenv(SPAN_READ_ENV, str(fifo))
-    monkeypatch.setattr(splitting, "MIN_SPAN", 1)
+    monkeypatch.setattr(sys.modules[__name__], "_chunk_read", ends)
+    monkeypatch.setenv(CHUNK_READ_ENV, str(fifo))
+    monkeypatch.setattr(splitting, "MIN_CHUNK", 1)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))  # workers import this
-    monkeypatch.setattr(spans, "read_span", _worker_first)
+    monkeypatch.setattr(chunks, "read_chunk", _worker_first)
     seen: list[list[str]] = []
-    real = spans.finish
+    real = chunks.join
 
-    def finish(ev: object, path: Path, trace: object, flows: spill.SpilledFrames,
-               meta: object) -> None:
-        files = [p for p in flows.pieces if isinstance(p, Path)]
+    def join(reader: object, path: Path, done: list[chunks.Result], spills: object,
+             diag: object) -> chunks.Read:
+        files = [p for r in done for p in r.flows.pieces if isinstance(p, Path)]
         seen.append(sorted(p.name for p in files[0].parent.iterdir()) if files else [])
-        real(ev, path, trace, flows, meta)  # type: ignore[arg-type]
+        return real(reader, path, done, spills, diag)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(spans, "finish", finish)
+    monkeypatch.setattr(chunks, "join", join)
     yield seen
     for fd in ends:
         os.close(fd)
@@ -385,7 +385,7 @@ def test_a_parallel_decoded_convert_leaves_no_file_and_nor_does_a_rerun(
         work: Path, split: list[list[str]]) -> None:
     plain = gzip.decompress((KINETO / "cpu-mlp-training.json.gz").read_bytes())
     (work / "in" / "t.json").write_bytes(plain)  # flows all along: files of them too
-    assert len(spans.plan(work / "in" / "t.json")) >= 3
+    assert len(chunks.plan(KinetoReader(), work / "in" / "t.json")) >= 3
     before = tree(work)
     out = work / "out" / "t.parquet"
     for args in ([], [], ["--force"]):
@@ -407,7 +407,7 @@ from neurontrace.cli.main import main
 import neurontrace.workers.splitting as splitting
 from neurontrace.table import spill
 ready = int(sys.argv[1])
-splitting.MIN_SPAN = int(sys.argv[2])
+splitting.MIN_CHUNK = int(sys.argv[2])
 real = spill.Spill.finish
 def finish(self):
     os.write(ready, b"spilled")

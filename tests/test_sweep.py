@@ -125,23 +125,24 @@ def test_corpus_traces_sweep_alike(monkeypatch: pytest.MonkeyPatch) -> None:
         _equal(path, monkeypatch, 997)
 
 
-def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPatch,
+def test_parallel_chunks_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPatch,
                                                    tmp_path: Path) -> None:
-    """Spans decoded in worker processes write their narrow columns (and flow events)
+    """Chunks decoded in worker processes write their narrow columns (and flow events)
     to files too."""
     import gzip
 
-    from neurontrace.readers.kineto import spans
+    from neurontrace.readers.kineto import KinetoReader
+    from neurontrace.table import chunks
     from neurontrace.workers import splitting
 
     path = tmp_path / "trace.json"
     path.write_bytes(gzip.decompress(
         (FIXTURES / "kineto" / "cpu-mlp-training.json.gz").read_bytes()))
     want, want_diag = _load(path)
-    monkeypatch.setattr(splitting, "MIN_SPAN", 1)
-    monkeypatch.setattr(splitting, "MAX_SPANS", 3)
+    monkeypatch.setattr(splitting, "MIN_CHUNK", 1)
+    monkeypatch.setattr(splitting, "MAX_CHUNKS", 3)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
-    monkeypatch.setenv(spill.MEMORY_ROWS, "30")  # a few rows a span, then files
+    monkeypatch.setenv(spill.MEMORY_ROWS, "30")  # a few rows a chunk, then files
     monkeypatch.setenv(sweep.BUCKET_ROWS, "200")
     pieces: list[object] = []
     frames = spill.SpilledFrames.frames
@@ -155,6 +156,6 @@ def test_parallel_spans_spill_their_narrow_columns(monkeypatch: pytest.MonkeyPat
     files = {p.name.rsplit(".", 2)[-2] for p in pieces if isinstance(p, Path)}
     assert files == {"narrow", "flows"}  # rows and flow events past the limit: in files
     narrow = {p for p in pieces if isinstance(p, Path) and p.name.endswith(".narrow.arrow")}
-    assert len(narrow) == len(spans.plan(path)) >= 3  # one per span
+    assert len(narrow) == len(chunks.plan(KinetoReader(), path)) >= 3  # one per chunk
     assert got.equals(want)
     assert diag.counts == want_diag.counts

@@ -1,7 +1,7 @@
 """A run's temporary files: one folder per run, next to the output, gone when it ends.
 
 Every temporary file of one conversion (the reader's spill, the narrow columns and flow
-events of each span, the sweep's buckets, the files of the worker processes, the
+events of each chunk, the sweep's buckets, the files of the worker processes, the
 Parquet file before its rename) is made in one folder, :func:`run_folder`: created by
 ``tempfile.mkdtemp`` next to the output (the same file system, so that the space
 checked is the space used and the finished file is renamed, not copied), named

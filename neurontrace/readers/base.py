@@ -1,4 +1,10 @@
-"""What every reader hands to the assembler: raw rows plus what names and links them."""
+"""What every reader hands to the pipeline: batches of rows plus what names and links them.
+
+A reader only turns bytes into batches. Spilling them, decoding a file in parallel and
+deriving the columns that relate rows are the pipeline's (:mod:`neurontrace.table`): no
+module under ``readers/`` imports ``neurontrace.table`` or ``neurontrace.workers``
+(``tests/test_layers.py`` checks).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import pyarrow as pa
-
-if TYPE_CHECKING:
-    from neurontrace.table.spill import SpilledFrames
 
 from neurontrace.diagnostics import Diagnostics
 
@@ -34,6 +37,19 @@ FLOWS_SCHEMA = pa.schema(
 )
 
 
+@dataclass(frozen=True)
+class Flows:
+    """Flow events (:data:`FLOWS_SCHEMA`), an item of :attr:`Events.batches` among the
+    batches of rows: the flows of the rows read so far. The pipeline keeps them apart
+    from the rows (in memory, or in files when they are too many to hold)."""
+
+    events: pa.RecordBatch
+
+
+#: What a reader's ``batches`` yields: rows, or the flow events that came with them.
+Batch: TypeAlias = "pa.RecordBatch | Flows"
+
+
 @dataclass
 class Events:
     """A reader's output for one input.
@@ -43,7 +59,8 @@ class Events:
     in the batches and flows are relative to ``clock["base_time_ns"]`` (0 if absent).
     """
 
-    batches: Iterator[pa.RecordBatch]
+    batches: Iterator[Batch]
+    #: Flow events known only as a whole (besides any :class:`Flows` in ``batches``).
     flows: pa.Table | None = None
     #: Top-level fields of the trace, kept in the Parquet metadata.
     trace: dict[str, Any] = field(default_factory=dict)
@@ -54,16 +71,6 @@ class Events:
     process_names: dict[Any, str] = field(default_factory=dict)
     rank: int | None = None
     format: str = ""
-    #: Set by a reader that spills its own batches (decoding parts of the file in
-    #: parallel processes): called with the folder for temporary files (None: the
-    #: system's), it returns the spill files in row order and the rows' narrow columns
-    #: (see :mod:`neurontrace.table.spill`); ``batches`` is then not used.
-    spill: Callable[[Path | None], tuple[list[Path], SpilledFrames]] | None = None
-    #: The folder for temporary files, set by the assembler before ``batches`` is read.
-    workdir: Path | None = None
-    #: Flow events too many to hold, in files (``flows`` is then None); see
-    #: :class:`neurontrace.table.spill.FrameSpiller`.
-    flow_files: SpilledFrames | None = None
 
 
 class Reader(Protocol):
@@ -77,6 +84,49 @@ class Reader(Protocol):
         ...
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
+        ...
+
+
+#: A byte range of a file, ``[start, stop)``; None: the start / the end of its events.
+Chunk = tuple[int | None, int | None]
+
+
+class ChunkUnreadable(Exception):
+    """A chunk that does not begin and end on whole events (a cut that fell inside a
+    string): the pipeline then reads the file whole."""
+
+
+@dataclass
+class ChunkRead:
+    """What a reader makes of one chunk of a file: ``batches`` as in :class:`Events`;
+    once they are exhausted, ``summary``: what :meth:`Divisible.join` needs of the
+    chunk (it must pickle: the chunk may be read in another process)."""
+
+    batches: Iterator[Batch]
+    summary: Any = None
+
+
+@runtime_checkable
+class Divisible(Protocol):
+    """A reader whose plain files can be read in chunks, each on its own, in any
+    process; the pipeline decodes a large file in parallel through it
+    (:mod:`neurontrace.table.chunks`). A chunk's table, chunk after chunk, must be the
+    whole read's table."""
+
+    def chunks(self, path: Path, aims: Callable[[int, int], list[int]]) -> list[Chunk]:
+        """The chunks to read ``path`` in, or [] to read it whole. ``aims(first, size)``
+        says about where to cut the bytes from ``first`` (the first event) to ``size``."""
+        ...
+
+    def read_chunk(self, path: Path, chunk: Chunk, diag: Diagnostics,
+                   progress: Progress | None) -> ChunkRead:
+        """Read one chunk; its batches raise :class:`ChunkUnreadable` (or BadInput) when
+        it cannot be read on its own."""
+        ...
+
+    def join(self, path: Path, summaries: list[Any]) -> Events:
+        """The trace's fields (``batches`` empty) from the chunks' summaries in file
+        order, as a whole read sets them."""
         ...
 
 
@@ -95,6 +145,8 @@ class Source:
     read: Callable[[Diagnostics, Progress | None], Events]
     name: str  # output file stem within a dataset folder
     rank: int | None = None  # rank to record when the trace itself names none
+    #: The reader, when it can read the file in chunks (decoded in parallel).
+    divisible: Divisible | None = None
 
 
 class Expanding(Protocol):

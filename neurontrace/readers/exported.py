@@ -20,7 +20,7 @@ import pyarrow as pa
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
-from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress
+from neurontrace.readers.base import FLOWS_SCHEMA, Events, Flows, Progress
 from neurontrace.readers.kineto import KinetoReader
 
 MARKER = "neurontrace"  # views.chrome.MARKER (readers do not import the views)
@@ -44,6 +44,8 @@ class ExportReader:
 
         def batches() -> Iterator[pa.RecordBatch]:
             for batch in inner.batches:
+                if isinstance(batch, Flows):  # the export's arrows: not the input's
+                    continue
                 restored = _restore(batch, path)
                 if restored.num_rows:
                     yield restored

@@ -1,8 +1,13 @@
-"""From a reader's raw rows to the event table.
+"""The pipeline: from a source's bytes to the event table, one step after the other.
 
-The reader's batches go to a spill file (:mod:`neurontrace.table.spill`), their narrow columns
-to the derivations (:mod:`neurontrace.table.sweep`), and :class:`Assembled` streams the rows
-out in schema order: the reader's columns from the spill, the derived ones beside them.
+    read (whole, or in chunks in parallel: neurontrace.table.chunks)
+      -> spill (rows to Arrow IPC files; narrow columns and flow events kept apart:
+                neurontrace.table.spill)
+      -> derive (neurontrace.table.sweep)
+      -> Assembled.batches (the rows in schema order, for the writer)
+
+The reader only turns bytes into batches (:mod:`neurontrace.readers.base`); every
+temporary file goes to the folder the caller names.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import pyarrow.ipc
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.readers.base import Events
-from neurontrace.table.spill import read_batches, spill_all, temporary
+from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, Source
+from neurontrace.table import chunks
+from neurontrace.table.chunks import Read
+from neurontrace.table.spill import FrameSpiller, SpilledFrames, read_batches, spill_all, temporary
 from neurontrace.table.sweep import derive
 
 #: Columns a reader may give for some rows, which the derivations complete.
@@ -90,33 +97,70 @@ class Assembled:
             close()
 
 
-def assemble(ev: Events, diag: Diagnostics, rank: int | None = None,
-             workdir: Path | None = None, read: Callable[[], None] | None = None
-             ) -> Assembled:
-    """Consume the reader's batches and derive the columns that relate rows.
-
-    The reader's batches go to temporary Arrow IPC files as they arrive (see
-    :mod:`neurontrace.table.spill`); only the narrow columns the derivations need are kept,
-    and :func:`neurontrace.table.sweep.derive` derives the rest from them. ``read`` is called
-    once the input has been read.
-    """
-    ev.workdir = workdir
-    if ev.spill is not None:  # the reader spills its own batches (in parallel)
-        spills, narrow = ev.spill(workdir)
-    else:
-        spills = [temporary(workdir)]
-        narrow = spill_all(ev.batches, spills[0])
-    if read is not None:
-        read()
+def read(src: Source, diag: Diagnostics, progress: Progress | None,
+         workdir: Path | None) -> Read:
+    """Read ``src`` and spill it: in chunks in parallel when its reader can and the file
+    is large (:mod:`neurontrace.table.chunks`), else whole; the same table either way."""
+    if src.divisible is not None:
+        plan = chunks.plan(src.divisible, src.path)
+        if plan:
+            done = chunks.read(src.divisible, src.path, plan, diag, progress, workdir)
+            if done is not None:
+                return done
+    ev = src.read(diag, progress)
+    spills = [temporary(workdir)]
+    flows = FrameSpiller(workdir, suffix=".flows.arrow")
     try:
-        derived = derive(narrow, ev, diag, workdir, ev.flow_files)
+        narrow = spill_all(ev.batches, spills[0], flows=flows)
     except BaseException:
-        for path in spills:
-            path.unlink(missing_ok=True)
+        flows.discard()
         raise
-    finally:
-        narrow.discard()
-        if ev.flow_files is not None:
-            ev.flow_files.discard()
+    return Read(ev, spills, narrow, flows.finish())
+
+
+def assemble(src: Source, diag: Diagnostics, progress: Progress | None = None,
+             rank: int | None = None, workdir: Path | None = None,
+             after_read: Callable[[], None] | None = None) -> Assembled:
+    """Read ``src``, spill it and derive the columns that relate rows.
+
+    The batches go to temporary Arrow IPC files in ``workdir`` as they arrive (see
+    :mod:`neurontrace.table.spill`); only the narrow columns the derivations need are
+    kept, and :func:`neurontrace.table.sweep.derive` derives the rest from them.
+    ``after_read`` is called once the input has been read.
+    """
+    done = read(src, diag, progress, workdir)
+    ev = done.events
+    if ev.rank is None:
+        ev.rank = src.rank
+    try:
+        flow_files = _flows(ev, done)
+        if after_read is not None:
+            after_read()
+        derived = derive(done.narrow, ev, diag, workdir, flow_files)
+    except BaseException:
+        done.discard()
+        raise
+    done.narrow.discard()
+    done.flows.discard()
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
-    return Assembled(derived, spills, ev, r)
+    return Assembled(derived, done.spills, ev, r)
+
+
+def _flows(ev: Events, done: Read) -> SpilledFrames | None:
+    """The flow events for the derivations: ``ev.flows`` as a table when they fit in
+    memory (the streamed ones, then the reader's whole table), else the files (None
+    returned: they are in ``ev.flows``)."""
+    streamed = done.flows
+    if not streamed.rows:
+        return None
+    if ev.flows is not None and ev.flows.num_rows:
+        whole = pl.from_arrow(ev.flows)
+        assert isinstance(whole, pl.DataFrame)
+        streamed.pieces.append(whole)
+        streamed.rows += whole.height
+    held = streamed.in_memory()
+    if held is None:  # too many to hold: in files (see neurontrace.table.sweep)
+        ev.flows = None
+        return streamed
+    ev.flows = held.to_arrow().cast(FLOWS_SCHEMA)
+    return None

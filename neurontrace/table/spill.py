@@ -5,10 +5,10 @@ so the reader's batches go whole to a temporary Arrow IPC file as they arrive an
 streamed back when the output is written; memory holds only the narrow columns (about a
 hundred bytes a row), and for a trace of more than :func:`memory_rows` rows not even
 those: they go to files too, which :mod:`neurontrace.table.sweep` reads a bucket at a time.
-Readers that decode parts of a file in parallel write one spill file per part, each in
-its own process.
+A file decoded in chunks in parallel (:mod:`neurontrace.table.chunks`) has one spill file
+per chunk, each written by the process that reads it.
 
-The spill is bounded (:class:`Budget`): one spill (a trace read serially, or one span of
+The spill is bounded (:class:`Budget`): one spill (a trace read serially, or one chunk of
 it) may write at most :data:`SPILL_LIMIT` bytes if that variable is set, else half the
 space that was free where it is written when it began, so that a small compressed input
 that inflates without end (a gzip bomb of events) stops with one line instead of
@@ -30,6 +30,7 @@ import pyarrow.ipc
 
 from neurontrace import schema as S
 from neurontrace.errors import BadInput
+from neurontrace.readers.base import Batch, Flows
 
 STEP_NAME = r"^ProfilerStep#(\d+)$"
 
@@ -40,8 +41,9 @@ NARROW = (
     # Readers that know these better than the assembler supply them (Neuron Explorer
     # gives tracks and flow ids per row); they stay in memory for the derivations.
     S.TRACK, S.FLOW_IDS,
-    # The execution/time link fallbacks need a row's NeuronCore and execution.
-    S.DEVICE_COL, S.EXECUTION,
+    # The execution/time link fallbacks need a row's NeuronCore and execution; flow links
+    # stay within a model (only where a reader gives model_id: Neuron).
+    S.DEVICE_COL, S.EXECUTION, S.MODEL_ID,
 )
 CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, S.PID_LABEL, S.TID_LABEL, S.TRACK, S.EXECUTION)
 #: Narrow columns every reader may leave out, and their types once filled with nulls.
@@ -306,14 +308,24 @@ def read_batches(path: Path) -> Iterator[pa.RecordBatch]:
         start = source.tell()
 
 
-def spill_all(batches: Iterable[pa.RecordBatch], path: Path, limit: int | None = None,
-              budget: Budget | None = None) -> SpilledFrames:
-    """Spill every batch to ``path``; their narrow columns. On failure nothing is left.
+def spill_all(batches: Iterable[Batch], path: Path, limit: int | None = None,
+              budget: Budget | None = None, flows: FrameSpiller | None = None
+              ) -> SpilledFrames:
+    """Spill every batch of rows to ``path``; their narrow columns. The reader's flow
+    events (:class:`~neurontrace.readers.base.Flows`) go to ``flows`` (which the caller
+    finishes or discards). On failure nothing is left of the rows' files.
     ``budget``: shared with other temporary files of the same read (default: its own)."""
     spill = Spill(path, limit, budget)
     try:
         for batch in batches:
-            spill.add(batch)
+            if isinstance(batch, Flows):
+                if flows is None:
+                    raise TypeError("flow events where none were expected")
+                events = pl.from_arrow(batch.events)
+                assert isinstance(events, pl.DataFrame)
+                flows.add(events)
+            else:
+                spill.add(batch)
         return spill.finish()
     except BaseException:
         spill.discard()

@@ -31,7 +31,7 @@ R = TypeVar("R")
 
 EXECUTORS = ("local", "ray")
 #: Environment variable: processes one trace file may be decoded by (default: the CPUs
-#: this process may use). See :mod:`neurontrace.readers.kineto.spans`.
+#: this process may use). See :mod:`neurontrace.table.chunks`.
 READ_WORKERS = "NEURONTRACE_READ_WORKERS"
 
 

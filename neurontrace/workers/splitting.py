@@ -1,10 +1,10 @@
-"""How a large trace file is split to be decoded by several processes at once.
+"""How a large trace file is split into chunks (byte ranges) decoded by several processes.
 
-The decoding itself is :mod:`neurontrace.readers.kineto.spans`; this module only decides
-which files are split, for how many processes, and where to aim the cuts. It imports
-neither Arrow nor Polars, so that the command line can start the worker processes
-(:func:`start_workers`) before it imports them itself: the workers then import in
-parallel and are ready when the first span is.
+The decoding itself is :mod:`neurontrace.table.chunks` (with the reader's cuts); this
+module only decides which files are split, for how many processes, and where to aim the
+cuts. It imports neither Arrow nor Polars, so that the command line can start the worker
+processes (:func:`start_workers`) before it imports them itself: the workers then import
+in parallel and are ready when the first chunk is.
 """
 
 from __future__ import annotations
@@ -14,18 +14,18 @@ from pathlib import Path
 
 from neurontrace.workers.executors import READ_WORKERS, prestart
 
-#: Files smaller than two of these are read in one go; no span is smaller, unless it is
+#: Files smaller than two of these are read in one go; no chunk is smaller, unless it is
 #: the last ...
-MIN_SPAN = 16 << 20
+MIN_CHUNK = 16 << 20
 #: ... or the file is cut in more than this many.
-MAX_SPANS = 16
+MAX_CHUNKS = 16
 #: Processes per file unless ``$NEURONTRACE_READ_WORKERS`` says otherwise.
 DEFAULT_MAX = 4
-#: Each span worker keeps to one core: Polars and Arrow would start a thread per CPU in
+#: Each chunk worker keeps to one core: Polars and Arrow would start a thread per CPU in
 #: every process, which then contend for the same cores.
 ONE_THREAD = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
-#: Where the span workers' function lives (it is imported by each worker as it starts).
-SPANS_MODULE = "neurontrace.readers.kineto.spans"
+#: Where the chunk workers' function lives (it is imported by each worker as it starts).
+CHUNKS_MODULE = "neurontrace.table.chunks"
 
 
 def workers() -> int:
@@ -52,15 +52,15 @@ def processes(path: Path) -> int:
                 return 1
     except OSError:
         return 1
-    return workers() if size >= 2 * MIN_SPAN else 1
+    return workers() if size >= 2 * MIN_CHUNK else 1
 
 
 def targets(first: int, size: int, n: int) -> list[int]:
-    """Where to cut the bytes from ``first`` to ``size`` for ``n`` processes: each span
+    """Where to cut the bytes from ``first`` to ``size`` for ``n`` processes: each chunk
     about ``1 / (2n)`` of what is left after the ones before it, none smaller than
-    :data:`MIN_SPAN` or a :data:`MAX_SPANS`-th of the whole, but the last (at least half
-    that)."""
-    smallest = max(MIN_SPAN, (size - first) // MAX_SPANS, 2)
+    :data:`MIN_CHUNK` or a :data:`MAX_CHUNKS`-th of the whole, but the last (at least
+    half that)."""
+    smallest = max(MIN_CHUNK, (size - first) // MAX_CHUNKS, 2)
     at, rest = first, size - first
     out = []
     while rest - smallest >= smallest // 2:
@@ -73,9 +73,9 @@ def targets(first: int, size: int, n: int) -> list[int]:
 def start_workers(path: Path) -> None:
     """Start the worker processes that decoding ``path`` will ask for, now.
 
-    A guess made before the file's format is known: if it is not read in spans after
+    A guess made before the file's format is known: if it is not read in chunks after
     all, the processes started end unused when this process does.
     """
     n = processes(path)
     if n > 1:
-        prestart(SPANS_MODULE, n - 1, ONE_THREAD)
+        prestart(CHUNKS_MODULE, n - 1, ONE_THREAD)

@@ -7,23 +7,43 @@ JSON text, so nothing the profiler wrote is lost or rounded. The few ``args`` ke
 link layers (``External id``, ``correlation``, ``device``, ``stream``, byte counts) are
 read into typed columns from that text.
 
-A large plain file is decoded in spans, in parallel (see :mod:`.spans`).
+A plain file can also be read in chunks (byte ranges of its event array), each on its
+own: the pipeline decodes a large one in parallel (:mod:`neurontrace.table.chunks`).
 """
 
 from __future__ import annotations
 
 import codecs
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 import pyarrow as pa
 
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
-from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, rank_from_name
-from neurontrace.readers.jsonstream import ArrayStream, Decoded, NumberText, text_head
+from neurontrace.readers.base import (
+    FLOWS_SCHEMA,
+    Batch,
+    Chunk,
+    ChunkRead,
+    ChunkUnreadable,
+    Events,
+    Flows,
+    Progress,
+    rank_from_name,
+)
+from neurontrace.readers.jsonstream import (
+    ArrayStream,
+    Decoded,
+    Misaligned,
+    NumberText,
+    array_start,
+    cuts,
+    outer_fields,
+    text_head,
+)
 from neurontrace.readers.kineto.columns import Metadata, chunk_columns
 from neurontrace.readers.kineto.events import (
     Event,
@@ -32,7 +52,6 @@ from neurontrace.readers.kineto.events import (
     record_repairs,
     show_surrogates,
 )
-from neurontrace.table.spill import FrameSpiller, SpilledFrames
 
 _HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
                 b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
@@ -64,52 +83,79 @@ class KinetoReader:
         return False
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        from neurontrace.readers.kineto import spans
-
         ev = Events(batches=iter(()), format=self.name)
         ev.batches = self._batches(path, diag, progress, ev)
-        plan = spans.plan(path)
-        if plan:
-            ev.spill = lambda workdir: spans.spill(path, plan, diag, progress, ev, workdir)
         return ev
 
-    def _batches(
-        self, path: Path, diag: Diagnostics, progress: Progress | None, ev: Events
-    ) -> Iterator[pa.RecordBatch]:
+    def _batches(self, path: Path, diag: Diagnostics, progress: Progress | None, ev: Events
+                 ) -> Iterator[Batch]:
         stream = ArrayStream(path, KEY)
-        part = Part(FrameSpiller(ev.workdir, suffix=".flows.arrow"))
+        meta = Metadata()
+        yield from _rows(stream, path, meta, diag, progress)
+        finish(ev, path, stream.outer, meta)
+
+    # -- chunks (see neurontrace.readers.base.Divisible) -----------------------------------
+    def chunks(self, path: Path, aims: Callable[[int, int], list[int]]) -> list[Chunk]:
+        """Chunks of the event array that begin where an element follows ``},`` (a cut
+        that falls inside a string is found out when its chunk is read)."""
         try:
-            yield from part.rows(stream, path, diag, progress)
-        except BaseException:
-            part.flows.discard()
-            raise
-        finish(ev, path, stream.outer, part.flows.finish(), part.meta)
+            first = array_start(path, KEY)
+        except BadInput:
+            return []  # the whole read says what is wrong
+        found = cuts(path, aims(first, path.stat().st_size))
+        return list(zip([None, *found], [*found, None], strict=True)) if found else []
+
+    def read_chunk(self, path: Path, chunk: Chunk, diag: Diagnostics,
+                   progress: Progress | None) -> ChunkRead:
+        stream = ArrayStream(path, KEY, start=chunk[0], stop=chunk[1])
+        meta = Metadata()
+        out = ChunkRead(iter(()))
+
+        def batches() -> Iterator[Batch]:
+            try:
+                yield from _rows(stream, path, meta, diag, progress)
+            except Misaligned as e:
+                raise ChunkUnreadable(str(e)) from None
+            out.summary = ChunkSummary(meta, stream.head, stream.tail)
+
+        out.batches = batches()
+        return out
+
+    def join(self, path: Path, summaries: list[Any]) -> Events:
+        meta = Metadata()
+        for s in summaries:
+            meta.merge(s.meta)
+        head, tail = summaries[0].head, summaries[-1].tail
+        assert tail is not None  # the last chunk reads to the array's end
+        ev = Events(batches=iter(()), format=self.name)
+        finish(ev, path, outer_fields(path, KEY, head, *tail), meta)
+        return ev
 
 
-class Part:
-    """What reading the events of one span of a trace (or all of it) collects besides
-    its rows: flows and track names."""
+@dataclass
+class ChunkSummary:
+    """What reading one chunk found besides its rows: track names and times, the text
+    before the array (first chunk) and after it (last chunk, with its offset)."""
 
-    def __init__(self, flows: FrameSpiller) -> None:
-        self.flows = flows
-        self.meta = Metadata()
-
-    def rows(self, stream: ArrayStream, path: Path, diag: Diagnostics,
-             progress: Progress | None) -> Iterator[pa.RecordBatch]:
-        total = path.stat().st_size
-        for chunk in stream.decoded(decode_events, lenient=True):
-            batch, flow = _convert(chunk, path, self.meta, diag)
-            if flow is not None:
-                events = pl.from_arrow(flow)
-                assert isinstance(events, pl.DataFrame)
-                self.flows.add(events)
-            if progress is not None:
-                progress(min(stream.position(), total), total)
-            yield batch
+    meta: Metadata
+    head: bytes
+    tail: tuple[bytes, int] | None
 
 
-def finish(ev: Events, path: Path, trace: dict[str, Any], flows: SpilledFrames,
-           meta: Metadata) -> None:
+def _rows(stream: ArrayStream, path: Path, meta: Metadata, diag: Diagnostics,
+          progress: Progress | None) -> Iterator[Batch]:
+    """The rows of ``stream``'s events a batch at a time, each after its flow events."""
+    total = path.stat().st_size
+    for chunk in stream.decoded(decode_events, lenient=True):
+        batch, flow = _convert(chunk, path, meta, diag)
+        if flow is not None:
+            yield Flows(flow)
+        if progress is not None:
+            progress(min(stream.position(), total), total)
+        yield batch
+
+
+def finish(ev: Events, path: Path, trace: dict[str, Any], meta: Metadata) -> None:
     """Fill in what the whole trace has been read for."""
     base_ns = _integer(trace, "baseTimeNanoseconds", path) or 0
     if base_ns and meta.times is not None:
@@ -119,12 +165,7 @@ def finish(ev: Events, path: Path, trace: dict[str, Any], flows: SpilledFrames,
                 f"{path}: baseTimeNanoseconds {base_ns} puts event times outside the "
                 "64-bit range of nanoseconds"
             )
-    held = flows.in_memory()
-    if held is None:  # too many to hold: in files (see neurontrace.table.sweep)
-        ev.flows, ev.flow_files = None, flows
-    else:
-        ev.flows = held.to_arrow().cast(FLOWS_SCHEMA) if held.width else \
-            FLOWS_SCHEMA.empty_table()
+    ev.flows = FLOWS_SCHEMA.empty_table()  # the flow events went out with the rows
     ev.trace = trace
     ev.clock = {
         "method": "kineto",

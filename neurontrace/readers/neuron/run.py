@@ -37,7 +37,15 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers import neuron as N
-from neurontrace.readers.base import Events, Progress, Reader, Source, rank_from_name
+from neurontrace.readers.base import (
+    Batch,
+    Events,
+    Flows,
+    Progress,
+    Reader,
+    Source,
+    rank_from_name,
+)
 from neurontrace.readers.jsonstream import read_head
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
@@ -205,12 +213,15 @@ def merge(parts: list[tuple[str, Path, Events]], cap: Capture, diag: Diagnostics
 
 
 def _merged(parts: list[tuple[str, Path, Events]], cap: Capture, kineto: bool,
-            out: Events, diag: Diagnostics) -> Iterator[pa.RecordBatch]:
+            out: Events, diag: Diagnostics) -> Iterator[Batch]:
     base = 0
     dropped = 0
     for i, (_, _, ev) in enumerate(parts):
         neuron_part = not (kineto and i == 0)
         for b in ev.batches:
+            if isinstance(b, Flows):  # a Kineto part's flow events, as they come
+                yield b
+                continue
             b = conform(b)
             if neuron_part:
                 if kineto:

@@ -1,6 +1,7 @@
-"""One Kineto file decoded in parallel spans gives exactly the serial read's table.
+"""One Kineto file decoded in parallel chunks (byte ranges) gives exactly the whole
+read's table.
 
-The spans are forced on small files (``MIN_SPAN`` 1 byte, three processes), so every
+The chunks are forced on small files (``MIN_CHUNK`` 1 byte, three processes), so every
 test below runs real worker processes.
 """
 
@@ -25,7 +26,8 @@ from neurontrace.cli.main import cli
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers.jsonstream import ArrayStream, Misaligned, cuts, outer_fields
-from neurontrace.readers.kineto import spans
+from neurontrace.readers.kineto import KinetoReader
+from neurontrace.table import chunks
 from neurontrace.workers import executors, splitting
 
 from support import FIXTURES, KINETO
@@ -33,18 +35,24 @@ from support import FIXTURES, KINETO
 
 @pytest.fixture
 def forced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Spans on any file; returns the log of serial fallbacks taken."""
-    monkeypatch.setattr(splitting, "MIN_SPAN", 1)
+    """Chunks on any file; returns the log of fallbacks to the whole read taken."""
+    monkeypatch.setattr(splitting, "MIN_CHUNK", 1)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "3")
     fallbacks: list[str] = []
-    serial = spans._serial
+    parallel = chunks.read
 
-    def logged(ev: Any, workdir: Path | None) -> Any:
-        fallbacks.append("serial")
-        return serial(ev, workdir)
+    def logged(*args: Any) -> Any:
+        done = parallel(*args)
+        if done is None:
+            fallbacks.append("serial")
+        return done
 
-    monkeypatch.setattr(spans, "_serial", logged)
+    monkeypatch.setattr(chunks, "read", logged)
     return fallbacks
+
+
+def chunks_of(path: Path) -> list[Any]:
+    return chunks.plan(KinetoReader(), path)
 
 
 def _serial_load(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pa.Table, Diagnostics]:
@@ -55,7 +63,7 @@ def _serial_load(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pa.Table,
 
 
 def _plain(src: Path, tmp: Path) -> Path:
-    """``src`` uncompressed (spans need a plain file)."""
+    """``src`` uncompressed (chunks need a plain file)."""
     if src.suffix != ".gz":
         return src
     out = tmp / src.name.removesuffix(".gz")
@@ -66,49 +74,49 @@ def _plain(src: Path, tmp: Path) -> Path:
 @pytest.mark.parametrize("name", [
     "kineto/cpu-mlp-training.json.gz",  # real torch CPU trace: nesting, steps, flows
     "capture/cuda/naive/trace.json.gz",  # real CUDA trace: runtime/device links
-    "kineto/control-characters.json",  # repairs counted per span
+    "kineto/control-characters.json",  # repairs counted per chunk
     "kineto/huge-integers.json",
     "kineto/string-pid-tid.json",
     "kineto/unsorted-events.json",
 ])
-def test_spans_give_the_serial_table(name: str, tmp_path: Path, forced: list[str],
+def test_chunks_give_the_whole_reads_table(name: str, tmp_path: Path, forced: list[str],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     path = _plain(FIXTURES / name, tmp_path)
-    assert len(spans.plan(path)) >= 2  # the parallel path is taken
+    assert len(chunks_of(path)) >= 2  # the parallel path is taken
     want, want_diag = _serial_load(path, monkeypatch)
     diag = Diagnostics()
     got = neurontrace.load(path, diag=diag)
-    assert forced == []  # no fallback: the spans themselves gave this
+    assert forced == []  # no fallback: the chunks themselves gave this
     assert got.equals(want)
     assert got.schema.metadata == want.schema.metadata  # trace fields, clock, warnings
     assert diag.counts == want_diag.counts
 
 
-def test_spans_shrink_along_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(splitting, "MIN_SPAN", 10)
-    monkeypatch.setattr(splitting, "MAX_SPANS", 100)
+def test_chunks_shrink_along_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(splitting, "MIN_CHUNK", 10)
+    monkeypatch.setattr(splitting, "MAX_CHUNKS", 100)
     first, size = 7, 1007
     cut = splitting.targets(first, size, 2)
     lengths = [b - a for a, b in zip([first, *cut], [*cut, size], strict=True)]
     assert lengths[0] == 1000 // 4  # a quarter of the array for the first of 2 processes
     assert lengths[:-1] == sorted(lengths[:-1], reverse=True)  # then less and less
-    assert min(lengths[:-1]) == 10 and 5 <= lengths[-1] < 15  # down to MIN_SPAN
+    assert min(lengths[:-1]) == 10 and 5 <= lengths[-1] < 15  # down to MIN_CHUNK
     assert sum(lengths) == 1000
-    monkeypatch.setattr(splitting, "MAX_SPANS", 4)  # no more than about this many
+    monkeypatch.setattr(splitting, "MAX_CHUNKS", 4)  # no more than about this many
     assert len(splitting.targets(first, size, 2)) == 4 - 1
     assert splitting.targets(first, first + 14, 2) == []  # too small to cut
 
 
-_READ_HERE: list[int] = []  # spans read by this process (a worker has its own list)
-_read_span = spans.read_span
+_READ_HERE: list[int] = []  # chunks read by this process (a worker has its own list)
+_read_chunk = chunks.read_chunk
 
 
-def _read_span_logged(job: spans.Job, progress: Any = None, here: bool = False
-                      ) -> spans.Result:
-    """read_span, logged. This process waits after span 0 until the worker has taken a
-    span, and the worker is slow, so that both read some whatever their speeds."""
+def _read_chunk_logged(job: chunks.Job, progress: Any = None, here: bool = False
+                       ) -> chunks.Result:
+    """read_chunk, logged. This process waits after chunk 0 until the worker has taken a
+    chunk, and the worker is slow, so that both read some whatever their speeds."""
     _READ_HERE.append(job.index)
-    result = _read_span(job, progress, here)
+    result = _read_chunk(job, progress, here)
     marker = Path(os.environ["NT_TEST_WORKER_TOOK_ONE"])
     if os.getpid() != int(os.environ["NT_TEST_MAIN_PID"]):
         marker.touch()
@@ -121,19 +129,19 @@ def _read_span_logged(job: spans.Job, progress: Any = None, here: bool = False
     return result
 
 
-def test_every_process_takes_spans_as_it_is_free(
+def test_every_process_takes_chunks_as_it_is_free(
         tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process reads span 0 and then, like the worker, the next span left."""
+    """This process reads chunk 0 and then, like the worker, the next chunk left."""
     path = _plain(FIXTURES / "kineto/cpu-mlp-training.json.gz", tmp_path)
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "2")
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))  # workers import this
     monkeypatch.setenv("NT_TEST_WORKER_TOOK_ONE", str(tmp_path / "took"))
     monkeypatch.setenv("NT_TEST_MAIN_PID", str(os.getpid()))
-    monkeypatch.setattr(spans, "read_span", _read_span_logged)
+    monkeypatch.setattr(chunks, "read_chunk", _read_chunk_logged)
     want, _ = _serial_load(path, monkeypatch)
     _READ_HERE.clear()
     got = neurontrace.load(path)
-    n = len(spans.plan(path))
+    n = len(chunks_of(path))
     assert n > 4 and _READ_HERE[0] == 0 and _READ_HERE == sorted(_READ_HERE)
     assert 1 < len(_READ_HERE) < n  # the worker read the others
     assert forced == [] and got.equals(want)
@@ -148,14 +156,14 @@ def _trace_with_string_across_the_middle(path: Path) -> None:
     path.write_text(json.dumps({"traceEvents": small[:10] + [big] + small[10:]}, indent=1))
 
 
-def test_a_cut_inside_a_string_falls_back_to_the_serial_read(
+def test_a_cut_inside_a_string_falls_back_to_the_whole_read(
         tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t.json"
     _trace_with_string_across_the_middle(path)
     text = path.read_bytes()
     opens = text.index(b'"note": "') + len(b'"note": "')
     inside = (opens, opens + len(b"}, {") * 20000)  # the string's characters
-    plan = spans.plan(path)
+    plan = chunks_of(path)
     assert any(start is not None and inside[0] < start < inside[1] for start, _ in plan)
     want, _ = _serial_load(path, monkeypatch)
     got = neurontrace.load(path)
@@ -163,17 +171,17 @@ def test_a_cut_inside_a_string_falls_back_to_the_serial_read(
     assert got.equals(want)
 
 
-def test_a_cut_after_the_array_falls_back_to_the_serial_read(
+def test_a_cut_after_the_array_falls_back_to_the_whole_read(
         tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A long top-level field after traceEvents (objects, commas): the last cut lands
-    there, and the span before it meets the array's end instead of its stop."""
+    there, and the chunk before it meets the array's end instead of its stop."""
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1,
                "ts": 1000.0 + i, "dur": 0.5} for i in range(10)]
     after = [{"i": i, "pad": "x" * 40} for i in range(2000)]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events, "deviceProperties": after}, indent=1))
     end = path.read_bytes().index(b'"deviceProperties"')
-    assert any(start is not None and start > end for start, _ in spans.plan(path))
+    assert any(start is not None and start > end for start, _ in chunks_of(path))
     want, _ = _serial_load(path, monkeypatch)
     got = neurontrace.load(path)
     assert forced == ["serial"]
@@ -181,11 +189,11 @@ def test_a_cut_after_the_array_falls_back_to_the_serial_read(
     assert b"deviceProperties" in (got.schema.metadata or {})[b"neurontrace.trace"]
 
 
-def test_bad_input_in_a_later_span_is_the_serial_error(
+def test_bad_input_in_a_later_chunk_is_the_whole_reads_error(
         tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     path = _plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) * 9 // 10])  # truncated inside the last span
+    path.write_bytes(data[: len(data) * 9 // 10])  # truncated inside the last chunk
     with monkeypatch.context() as m:
         m.setenv("NEURONTRACE_READ_WORKERS", "1")
         with pytest.raises(BadInput) as serial:
@@ -196,7 +204,7 @@ def test_bad_input_in_a_later_span_is_the_serial_error(
     assert forced == ["serial"]
 
 
-def test_array_stream_spans_cover_the_array_once(tmp_path: Path) -> None:
+def test_array_stream_chunks_cover_the_array_once(tmp_path: Path) -> None:
     path = _plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)
     size = path.stat().st_size
     whole = ArrayStream(path, b"traceEvents", block=1 << 16)
@@ -228,13 +236,13 @@ def test_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch,
                                         tmp_path: Path) -> None:
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "1")
     assert splitting.workers() == 1
-    monkeypatch.setattr(splitting, "MIN_SPAN", 1)
-    assert spans.plan(_plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)) == []
+    monkeypatch.setattr(splitting, "MIN_CHUNK", 1)
+    assert chunks_of(_plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)) == []
     monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "6")
     assert splitting.workers() == 6  # given: more than the default cap is allowed
     monkeypatch.delenv("NEURONTRACE_READ_WORKERS")
     assert 1 <= splitting.workers() <= splitting.DEFAULT_MAX
-    assert spans.plan(KINETO / "cpu-mlp-training.json.gz") == []  # gzip: serial
+    assert chunks_of(KINETO / "cpu-mlp-training.json.gz") == []  # gzip: serial
 
 
 def test_workers_started_ahead_are_taken_by_a_run_that_matches() -> None:
@@ -251,7 +259,7 @@ def test_workers_started_ahead_are_taken_by_a_run_that_matches() -> None:
     assert started["b"].poll() is not None and executors._started == []
 
 
-def test_the_command_line_starts_span_workers_before_it_imports(
+def test_the_command_line_starts_chunk_workers_before_it_imports(
         tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import neurontrace.cli.convert as command
 
@@ -265,7 +273,7 @@ def test_the_command_line_starts_span_workers_before_it_imports(
     r = CliRunner().invoke(cli, ["convert", str(path), str(tmp_path / "o.parquet")])
     assert r.exit_code == 0, r.output
     # 3 processes: 2 workers, started before pyarrow is first used, then both taken
-    assert events == [splitting.SPANS_MODULE, splitting.SPANS_MODULE, "pyarrow"]
+    assert events == [splitting.CHUNKS_MODULE, splitting.CHUNKS_MODULE, "pyarrow"]
     assert executors._started == []
     assert forced == []
     code = "import sys, neurontrace.cli.convert; print({'pyarrow', 'polars'} & set(sys.modules))"
