@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace.errors import BadInput
+from neurontrace.io import atomic
 
 NAME = "manifest.json"
 #: Bumped when a field is removed or changes meaning.
@@ -79,16 +80,8 @@ def files(folder: Path) -> list[dict[str, Any]]:
 def write(folder: Path, data: dict[str, Any]) -> Path:
     """Write ``folder/manifest.json`` with the folder's current file list."""
     data = {**data, "files": files(folder)}
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{NAME}.{os.getpid()}.tmp"  # not mkstemp: keep the umask's mode
-    try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, default=str)
-            f.write("\n")
-        os.replace(tmp, folder / NAME)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic.writing(folder / NAME) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     return folder / NAME
 
 
