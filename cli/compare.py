@@ -9,7 +9,8 @@ import click
 from neurontrace import analyses
 from neurontrace.analyses import ALL
 from neurontrace.cli.options import events, json_option, rows_shown, top_option, verbose_option
-from neurontrace.convert import stem, unique
+from neurontrace.convert import unique
+from neurontrace.readers.inputs import stem
 from neurontrace.views import terminal as T
 
 

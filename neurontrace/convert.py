@@ -19,12 +19,12 @@ import pyarrow.parquet as pq
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.errors import BadInput, UnknownFormat
+from neurontrace.errors import BadInput
 from neurontrace.io import atomic, scratch, store
 from neurontrace.io.destination import Place, lock, matching
-from neurontrace.io.digest import Later, content_digest
-from neurontrace.readers import detect
-from neurontrace.readers.base import Divisible, Progress, Source
+from neurontrace.io.digest import BackgroundDigest, content_digest
+from neurontrace.readers.base import Progress, Source
+from neurontrace.readers.inputs import inputs_of
 from neurontrace.table.assemble import Assembled, assemble
 from neurontrace.table.spill import SpillLimit
 from neurontrace.workers.executors import Executor, Serial, executor_of
@@ -55,7 +55,7 @@ def _assemble(src: Source, rank: int | None, progress: Progress | None,
               digest: Callable[[], str] | None = None) -> tuple[Assembled, dict[bytes, bytes]]:
     try:
         built = assemble(src, diag, progress, rank=rank, workdir=workdir,
-                         after_read=digest.start if isinstance(digest, Later) else None)
+                         after_read=digest.start if isinstance(digest, BackgroundDigest) else None)
     except SpillLimit as e:
         raise BadInput(f"{src.path}: {e}") from None
     ev = built.events
@@ -121,156 +121,6 @@ def _size(path: Path) -> int:
     return path.stat().st_size
 
 
-def _sources_of(path: Path, fmt: str | None, cache: Path) -> tuple[list[Source], bool]:
-    """``path`` as the sources it holds (its reader's expansion, else itself), and
-    whether its reader always writes a dataset folder (a run folder, one file per rank)."""
-    reader = detect(path, fmt)
-    expand = getattr(reader, "expand", None)
-    if expand is not None:
-        sources: list[Source] = expand(path, cache)
-        return sources, bool(getattr(reader, "dataset", False))
-    divisible = reader if isinstance(reader, Divisible) else None
-    return [Source(path, reader.name, partial(reader.read, path), stem(path),
-                   divisible=divisible)], False
-
-
-def inputs_of(srcs: Sequence[PathLike], fmt: str | None, cache: Path,
-              diag: Diagnostics | None = None) -> tuple[list[Source], list[Path], bool]:
-    """Expand inputs into sources: (sources, skipped files, whether they make a dataset).
-
-    A folder that a reader claims as a whole (a Neuron Explorer output, a run folder)
-    is read by that reader; any other folder is walked (hidden entries skipped) and
-    each file or claimed folder in it detected. An input must be a regular file or a
-    folder: a FIFO, socket or device is refused without being opened (reading one could
-    wait forever). The same input given twice (under another spelling, through a
-    symlink or a hard link, or also inside a folder given) is read once. In a walked
-    folder, an entry that cannot be followed (a dangling or looping symlink, no
-    permission), that is neither a regular file nor a folder, or a folder already
-    walked (a symlink back up the tree) is skipped with a warning in ``diag``.
-    """
-    diag = diag if diag is not None else Diagnostics()
-    found: list[Source] = []
-    skipped: list[Path] = []
-    given: list[tuple[Path, os.stat_result]] = []
-    seen: set[tuple[int, int]] = set()
-    for s in srcs:
-        p = Path(s)
-        st = _stat_input(p)
-        if (st.st_dev, st.st_ino) not in seen:
-            seen.add((st.st_dev, st.st_ino))
-            given.append((p, st))
-    dataset = len(given) > 1
-    walked: set[tuple[int, int]] = set()
-    for p, st in given:
-        if stat.S_ISDIR(st.st_mode) and not _claimed(p, fmt):
-            dataset = True
-            _walk(p, fmt, cache, found, skipped, diag, walked)
-        else:
-            expanded, always = _sources_of(p, fmt, cache)
-            dataset = dataset or always or len(expanded) != 1
-            found.extend(expanded)
-    found = _distinct(found)
-    if not found:
-        raise BadInput(
-            f"{', '.join(str(s) for s in srcs)}: no trace found"
-            + (f" ({len(skipped)} file(s) of no known format)" if skipped else "")
-        )
-    return found, skipped, dataset
-
-
-def _stat_input(p: Path) -> os.stat_result:
-    """``p``'s status, when it is a regular file or a folder; else BadInput saying why."""
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        if os.path.lexists(p):
-            raise BadInput(f"{p}: a symlink to nothing (dangling)") from None
-        raise BadInput(f"{p}: no such file or folder") from None
-    except OSError as e:
-        raise BadInput(f"{p}: cannot read ({_why(e)})") from None
-    kind = atomic.special_kind(st.st_mode)
-    if kind is not None:
-        raise BadInput(f"{p}: is {kind}, not a regular file or folder; not read")
-    return st
-
-
-def _why(e: OSError) -> str:
-    if e.errno is not None:
-        text = os.strerror(e.errno)
-        return text[:1].lower() + text[1:]
-    return (str(e).splitlines() or [type(e).__name__])[0]
-
-
-def _distinct(sources: list[Source]) -> list[Source]:
-    """``sources`` without repeats: the same file or folder read as the same format."""
-    out: list[Source] = []
-    seen: set[tuple[int, int, str]] = set()
-    for source in sources:
-        try:
-            st = os.stat(source.path)
-        except OSError:
-            out.append(source)
-            continue
-        key = (st.st_dev, st.st_ino, source.format)
-        if key not in seen:
-            seen.add(key)
-            out.append(source)
-    return out
-
-
-def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
-          skipped: list[Path], diag: Diagnostics, walked: set[tuple[int, int]]) -> None:
-    try:
-        st = os.stat(folder)
-    except OSError as e:
-        diag.warn("skipped_entry", f"{folder}: skipped ({_why(e)})")
-        return
-    if (st.st_dev, st.st_ino) in walked:
-        diag.warn("skipped_entry", f"{folder}: skipped (a folder already read: a symlink "
-                  "loop, or given twice)")
-        return
-    walked.add((st.st_dev, st.st_ino))
-    try:
-        entries = sorted(folder.iterdir())
-    except OSError as e:
-        diag.warn("skipped_entry", f"{folder}: skipped ({_why(e)})")
-        return
-    for q in entries:
-        if q.name.startswith("."):
-            continue
-        try:
-            mode = os.stat(q).st_mode
-        except FileNotFoundError:
-            diag.warn("skipped_entry", f"{q}: skipped (a symlink to nothing)")
-            continue
-        except OSError as e:
-            diag.warn("skipped_entry", f"{q}: skipped ({_why(e)})")
-            continue
-        kind = atomic.special_kind(mode)
-        if kind is not None:
-            diag.warn("skipped_entry", f"{q}: skipped (is {kind}, not a regular file)")
-            continue
-        if stat.S_ISDIR(mode) and not _claimed(q, fmt):
-            _walk(q, fmt, cache, found, skipped, diag, walked)
-            continue
-        try:
-            found.extend(_sources_of(q, fmt, cache)[0])
-        except UnknownFormat:
-            skipped.append(q)
-        except OSError as e:
-            diag.warn("skipped_entry", f"{q}: skipped ({_why(e)})")
-
-
-def _claimed(folder: Path, fmt: str | None) -> bool:
-    if fmt is not None:
-        return detect(folder, fmt).sniff(folder, b"")
-    try:
-        detect(folder, fmt)
-    except UnknownFormat:
-        return False
-    return True
-
-
 @dataclass(frozen=True)
 class Job:
     """One source to convert (or keep, when converted before) and where it goes.
@@ -296,7 +146,7 @@ class Job:
 
 
 @dataclass
-class Done:
+class JobOutput:
     """A job's output: its path on the destination's filesystem, and what it holds."""
 
     path: str
@@ -306,7 +156,7 @@ class Done:
     examples: dict[str, list[str]] = field(default_factory=dict)
 
 
-def convert_one(job: Job, progress: Progress | None = None) -> Done:
+def convert_one(job: Job, progress: Progress | None = None) -> JobOutput:
     """Run one job: keep an existing output converted from the same bytes with the same
     options (unless ``force``), else convert, hashing the input alongside."""
     src = job.source
@@ -320,7 +170,7 @@ def convert_one(job: Job, progress: Progress | None = None) -> Done:
                 return _keep(job, cand, meta)
         digest = partial(str, want["digest"])
     else:
-        digest = Later(src.path)
+        digest = BackgroundDigest(src.path)
     diag = Diagnostics()
     local = job.out.local
     near = local.parent if local is not None else None
@@ -333,17 +183,17 @@ def convert_one(job: Job, progress: Progress | None = None) -> Done:
                 path = local / f"rank={_rank_of(staged)}" / staged.name
                 path.parent.mkdir(exist_ok=True)
                 os.replace(staged, path)
-            return Done(str(path), rows, False, dict(diag.counts), diag.examples)
+            return JobOutput(str(path), rows, False, dict(diag.counts), diag.examples)
         staged = work / f"{job.name}.parquet"
         rows = _write(src, staged, job.rank, progress, diag, digest, work)
         target = job.out.path
         if job.dataset:
             target = job.out.child(f"rank={_rank_of(staged)}/{staged.name}").path
         job.out.publish(staged, target)
-    return Done(target, rows, False, dict(diag.counts), diag.examples)
+    return JobOutput(target, rows, False, dict(diag.counts), diag.examples)
 
 
-def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> Done:
+def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> JobOutput:
     fs = job.out.fs
     rows = pq.read_metadata(found, filesystem=fs).num_rows
     counts = json.loads(meta.get(b"neurontrace.warnings", b"{}"))
@@ -359,7 +209,7 @@ def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> Done:
         except OSError:
             shutil.copy2(found, target)
         path = str(target)
-    return Done(path, rows, True, counts, {})
+    return JobOutput(path, rows, True, counts, {})
 
 
 def convert(
@@ -509,14 +359,14 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
     total = sum(_size(s.path) for s in sources)
     finished = 0
 
-    def done(d: Done) -> None:
+    def done(d: JobOutput) -> None:
         nonlocal finished
         _record(result, d)
         finished += 1
         if progress is not None:
             progress(total * finished // len(jobs), total)
 
-    fn: Callable[[Job], Done] = convert_one
+    fn: Callable[[Job], JobOutput] = convert_one
     if isinstance(run, Serial) and progress is not None:
         fn = partial(convert_one, progress=progress)
     run.run(fn, jobs, done)
@@ -530,7 +380,7 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
         _tidy(out.local, keep)
 
 
-def _record(out: Converted, d: Done) -> None:
+def _record(out: Converted, d: JobOutput) -> None:
     out.outputs.append(Path(d.path))
     out.rows += d.rows
     (out.kept if d.kept else out.converted).append(Path(d.path))
@@ -554,15 +404,6 @@ def _tidy(folder: Path, keep: set[str]) -> None:
 def _rank_of(path: Path) -> int:
     col = pq.read_table(path, columns=[S.RANK])[S.RANK]
     return int(col[0].as_py()) if len(col) else 0
-
-
-def stem(p: Path) -> str:
-    """A trace's name from its path: the file name without its trace extensions."""
-    name = p.name
-    for ext in (".json.gz", ".json", ".parquet", ".gz"):
-        if name.endswith(ext):
-            return name[: -len(ext)]
-    return p.stem
 
 
 def unique(name: str, names: set[str]) -> str:

@@ -42,7 +42,7 @@ def _feed(h: blake3, path: Path) -> None:
             h.update(view[:n])
 
 
-class Later:
+class BackgroundDigest:
     """:func:`content_digest` of ``path`` in a thread, started by :meth:`start` (or by
     the first call for the result). ``convert`` starts it once the input has been read:
     while reading, every core is busy decoding; afterwards one mostly waits."""
