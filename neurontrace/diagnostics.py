@@ -4,6 +4,9 @@ Nothing is dropped silently: every repair is counted under a short code, and the
 few occurrences of each code keep a readable message (which event, what was wrong, what
 was done). ``convert`` stores the counts in the output's metadata and the command line
 shows them with ``-v``.
+
+Notes are not repairs: facts about the input a reader of the figures must know (several
+traces merged as the ranks of one run), shown every time, never counted as warnings.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ EXAMPLES_PER_CODE = 5
 class Diagnostics:
     counts: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def warn(self, code: str, message: str, n: int = 1) -> None:
         self.counts[code] += n
@@ -25,8 +29,13 @@ class Diagnostics:
         if len(ex) < EXAMPLES_PER_CODE:
             ex.append(message)
 
+    def note(self, message: str) -> None:
+        """Record a fact about the input that is not a repair (see the module docstring)."""
+        self.notes.append(message)
+
     def merge(self, other: Diagnostics) -> None:
         self.counts.update(other.counts)
+        self.notes.extend(other.notes)
         for code, msgs in other.examples.items():
             ex = self.examples.setdefault(code, [])
             ex.extend(msgs[: max(0, EXAMPLES_PER_CODE - len(ex))])

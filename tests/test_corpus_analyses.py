@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -16,10 +17,12 @@ from typing import Any
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 
 from neurontrace import schema as S
 from neurontrace.analyses import copies, events, gaps, ops, steps
 from neurontrace.analyses import vocab as V
+from neurontrace.cli.main import cli
 
 pytestmark = pytest.mark.corpus
 CORPUS = os.environ.get("NEURONTRACE_CORPUS")
@@ -123,3 +126,42 @@ def test_nccl_kernels_are_charged_to_the_collective_the_user_called() -> None:
     for name, durs in want.items():  # their only device work is the NCCL kernels
         assert (got[name]["calls"], got[name]["self_ns"]) == (len(durs), sum(durs))
     assert sum(len(d) for d in want.values()) == 21
+
+
+def _rank_of(path: Path) -> int:
+    """The rank a raw trace says (``distributedInfo.rank``, a dict or its Python repr),
+    0 where it says none (what a single-process trace is)."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    info = doc.get("distributedInfo")
+    if isinstance(info, str):
+        found = re.search(r"'rank': (\d+)", info)
+        return int(found.group(1)) if found else 0
+    return int(info.get("rank", 0)) if isinstance(info, dict) else 0
+
+
+def _refusal(args: list[str]) -> str:
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 2, done.output
+    assert done.stdout == "" and done.stderr.count("\n") == 1
+    return done.stderr
+
+
+def test_a_folder_of_unrelated_corpus_traces_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    # Issue 16 item 5: 7 of the 9 corpus traces are rank 0 (or say no rank): merged, their
+    # figures would add up (a device "span" of a year). Refused, with the commands that
+    # analyse them apart, by every analysis; the same once converted to a dataset.
+    folder = trace("trace_diff").parent
+    traces = sorted(folder.glob("*.json.gz"))
+    zero = [p.name for p in traces if _rank_of(p) == 0]
+    assert len(traces) == 9 and len(zero) == 7
+    for command in ("gaps", "kernels", "report"):
+        said = _refusal([command, str(folder)])
+        assert f"{folder}: 9 traces that are not the ranks of one run (7 of them are rank 0: " \
+               f"{folder / zero[0]}, " in said
+        assert f"(neurontrace report {folder / traces[0].name})" in said
+        assert f"(neurontrace compare {folder / traces[0].name} " in said
+    dataset = tmp_path / "corpus"
+    assert CliRunner().invoke(cli, ["convert", str(folder), str(dataset)]).exit_code == 0
+    said = _refusal(["ops", str(dataset)])
+    assert "9 traces that are not the ranks of one run (7 of them are rank 0: " in said
+    assert f"{dataset / 'rank=0' / 'amd_trace.parquet'}" in said

@@ -282,7 +282,7 @@ def test_dataset_folder_with_one_bad_file_names_that_file(tmp_path: Path) -> Non
 def test_dataset_folder_with_a_corrupt_page_names_that_file(tmp_path: Path) -> None:
     ds = tmp_path / "ds"
     ds.mkdir()
-    shutil.copy(ours(tmp_path / "src"), ds / "a.parquet")
+    neurontrace.convert(KINETO / "nested-ops.json", ds / "a.parquet", rank=1)  # 2 ranks
     shutil.move(panicking_parquet(tmp_path / "p"), ds / "b.parquet")
     r = invoke("report", ds)
     assert_one_line(r.exit_code, r.stderr, 2, "b.parquet", "corrupt Parquet file")

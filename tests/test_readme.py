@@ -353,6 +353,26 @@ def test_the_report_wording_the_report_section_quotes(work: Path) -> None:
 # -- blocks not run -----------------------------------------------------------------------
 
 
+def test_the_refusal_and_the_note_the_merging_section_quotes(work: Path) -> None:
+    """Issue 16 item 5: the variants of a capture are refused with the commands that
+    analyse them apart; the ranks of one run are merged and said."""
+    text = README.read_text()
+    section = text[text.index("### Several traces: the ranks of one run, or refused"):]
+    quoted = section.split("```\n", 2)[1].strip()
+    done = sh(work, "neurontrace report fixtures/capture/cuda")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == quoted
+    fix = quoted.rsplit("side by side (", 1)[1].rstrip(")")
+    assert sh(work, fix).returncode == 0  # the command it names works
+    said = re.search(r"`(neurontrace: run: 2 traces\s+merged as the ranks of one run "
+                     r"\(ranks 0, 1\)): \.\.\.`", section)
+    assert said is not None
+    convert(work, "run/")
+    done = sh(work, "neurontrace ops run/")
+    assert done.returncode == 0
+    assert " ".join(said.group(1).split()) + ":" in done.stderr
+
+
 def test_each_block_not_run_says_why_and_nothing_else_is_skipped() -> None:
     text = README.read_text()
     markers = [m.group(1) for line in text.splitlines() if (m := NOT_RUN.match(line))]

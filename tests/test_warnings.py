@@ -3,19 +3,26 @@
 Kineto writes its own instants without a category in every trace ("Iteration Start:
 PyTorch Profiler", "Iteration Start: __cupti_profiler__", "Record Window End"): their
 category stays null without a ``missing_cat`` warning. Any other event without a category,
-and every repair of a broken file, is still warned.
+and every repair of a broken file, is still warned. Several traces are merged only as the
+ranks of one run, and said (a note, not a warning); others are refused with the fix.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 
 import neurontrace
+from neurontrace.analyses import events
+from neurontrace.cli.main import cli
 from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput
 
 from support import FIXTURES, KINETO, corpus_dir
 
@@ -111,3 +118,54 @@ def test_runtime_calls_outside_any_op_are_not_unlinked_but_device_work_is(
          "args": {"correlation": 99}},
     ])
     assert warnings(path) == {"unlinked": 1}  # the kernel; not the runtime call
+
+
+# -- several traces: the ranks of one run are merged and said; others are refused ------
+
+@pytest.mark.parametrize("study", ["cpu", "cuda"])
+def test_a_capture_run_folder_of_variants_is_refused_with_the_compare_command(
+        study: str) -> None:
+    # Issue 16 item 5: `report runs/demo` added up its three variants ("15 steps").
+    folder = FIXTURES / "capture" / study
+    variants = sorted(p.parent for p in folder.glob("*/trace.json.gz"))
+    assert [v.name for v in variants] == ["compiled", "naive", "rms_norm"]
+    for command in ("report", "ops", "steps"):
+        done = CliRunner().invoke(cli, [command, str(folder)])
+        assert done.exit_code == 2 and done.stdout == ""
+        assert done.stderr.count("\n") == 1
+        assert f"{folder}: 3 traces that are not the ranks of one run (3 of them are " \
+               "rank 0: " in done.stderr
+        compare = "neurontrace compare " + " ".join(map(str, variants))
+        assert done.stderr.rstrip().endswith(f"side by side ({compare})")
+    done = CliRunner().invoke(cli, ["compare", *map(str, variants), "--json"])
+    assert done.exit_code == 0  # the command the refusal names
+
+
+def test_the_ranks_of_one_run_are_merged_and_the_command_says_so_after_its_output() -> None:
+    run = FIXTURES / "neuron" / "run_two_ranks"
+    diag = Diagnostics()
+    lf = events(run, diag=diag)
+    assert sorted(lf.select(pl.col("rank").unique()).collect().to_series()) == [0, 1]
+    note = (f"{run}: 2 traces merged as the ranks of one run (ranks 0, 1): figures per op, "
+            "kernel and copy add up their ranks; idle time is per rank and device")
+    assert diag.notes == [note] and note not in diag.lines()  # a note, not a warning
+    done = subprocess.run([sys.executable, "-m", "neurontrace.cli.main", "ops", str(run)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("op ")
+    assert f"neurontrace: {note}\n" in done.stderr
+
+
+def test_one_trace_or_one_rank_needs_no_note() -> None:
+    diag = Diagnostics()
+    events(FIXTURES / "capture" / "cuda" / "naive", diag=diag)
+    assert diag.notes == []
+
+
+def test_two_traces_of_one_rank_in_a_folder_are_refused(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1,
+             "ts": 0, "dur": 10}]}))
+    with pytest.raises(BadInput, match=r"2 traces that are not the ranks of one run \(2 "
+                       r"of them are rank 0: .*a\.json, .*b\.json\)"):
+        events(tmp_path)

@@ -1,18 +1,44 @@
-"""Any input as a LazyFrame of events: our Parquet, a raw trace, or a run folder."""
+"""Any input as a LazyFrame of events: our Parquet, a raw trace, or a run folder.
+
+Several traces are analysed together only as the ranks of one run: each must have a rank
+of its own (the trace's ``distributedInfo.rank``, the run folder's rank, ``convert
+--rank``). Traces that share a rank are not ranks of one run (the variants of a capture,
+a folder of unrelated traces): merged, their figures would add up as if one program had
+done it all (30 steps of 3 variants, a device "span" of a year across traces recorded
+months apart), so the folder is refused with the commands that analyse them apart::
+
+    runs/demo/naive/trace.json.gz      rank 0  \\
+    runs/demo/rms_norm/trace.json.gz   rank 0   > refused: "3 traces of rank 0 ...;
+    runs/demo/compiled/trace.json.gz   rank 0  /   neurontrace compare runs/demo/naive ..."
+
+    runs/ddp/rank0/trace.json          rank 0  \\  merged, and said (a note, shown with
+    runs/ddp/rank1/trace.json          rank 1  /   the figures): "2 traces merged ..."
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from neurontrace import schema as S
 from neurontrace.convert import load_all
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat, shown
 from neurontrace.io import store
 from neurontrace.readers import detect
 from neurontrace.readers.base import Progress
+
+#: How many traces a refusal names before "...".
+NAMED = 6
 
 
 def events(path: str | os.PathLike[str], diag: Diagnostics | None = None,
@@ -26,22 +52,116 @@ def events(path: str | os.PathLike[str], diag: Diagnostics | None = None,
       unique;
     - a raw trace file: read in memory.
 
-    ``diag`` collects the readers' warnings (repairs) when given; ``progress`` is told
-    how far reading a raw input has come.
+    Several traces (the files of a dataset, the traces of a folder) are the ranks of one
+    run, or refused (:class:`BadInput`, naming the fix) when two of them share a rank;
+    when several are merged, ``diag`` gets a note saying which (see the module
+    docstring). ``diag`` collects the readers' warnings (repairs) when given;
+    ``progress`` is told how far reading a raw input has come.
     """
     p = Path(path)
     if not p.exists():
         raise BadInput(f"{shown(p)}: no such file or folder")
     if store.is_ours(p) and not (p.is_dir() and _claimed(p)):
+        if p.is_dir():
+            one_run(p, _dataset_parts(p), diag)
         return store.scan(p)
+    tables = load_all(p, diag=diag, progress=progress)
+    one_run(p, [_table_part(p, t) for t in tables], diag)
     parts = []
     offset = 0
-    for table in load_all(p, diag=diag, progress=progress):
+    for table in tables:
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
         parts.append(store.offset_rows(frame.lazy(), offset))
         offset += frame.height
     return parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One trace of an input: ``name`` (its path, as a command would take it) and the
+    ranks it holds."""
+
+    name: str
+    ranks: frozenset[int]
+
+
+def one_run(path: Path, parts: Sequence[Part], diag: Diagnostics | None) -> None:
+    """Refuse ``parts`` unless each rank is in one of them; note what is merged."""
+    if len(parts) < 2:
+        return
+    owners: dict[int, list[str]] = {}
+    for part in parts:
+        for rank in part.ranks:
+            owners.setdefault(rank, []).append(part.name)
+    shared = {r: names for r, names in owners.items() if len(names) > 1}
+    if shared:
+        rank, names = max(shared.items(), key=lambda kv: (len(kv[1]), -kv[0]))
+        apart = [part.name for part in parts]
+        listed = " ".join(shlex.quote(n) for n in apart[:NAMED])
+        more = " ..." if len(apart) > NAMED else ""
+        raise BadInput(
+            f"{shown(path)}: {len(parts)} traces that are not the ranks of one run "
+            f"({len(names)} of them are rank {rank}: {', '.join(names[:3])}"
+            f"{', ...' if len(names) > 3 else ''}), so their figures cannot be added "
+            f"up; analyse one at a time (neurontrace report {shlex.quote(apart[0])}) or "
+            f"side by side (neurontrace compare {listed}{more})")
+    if diag is not None:
+        ranks = sorted(owners)
+        diag.note(f"{shown(path)}: {len(parts)} traces merged as the ranks of one run "
+                  f"(ranks {_ranks(ranks)}): figures per op, kernel and copy add up "
+                  "their ranks; idle time is per rank and device")
+
+
+def _ranks(ranks: list[int]) -> str:
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
+
+
+def _table_part(path: Path, table: pa.Table) -> Part:
+    """A table ``load_all`` read: named after its first source (relative to ``path``'s
+    folder entry that holds it: ``runs/demo/naive`` for ``runs/demo/naive/trace.json``)."""
+    ranks = frozenset(int(r) for r in pc.unique(table.column(S.RANK)).to_pylist()
+                      if r is not None)
+    try:
+        sources = json.loads((table.schema.metadata or {}).get(S.META_SOURCE, b"[]"))
+        source = Path(sources[0]["path"])
+    except (ValueError, LookupError, TypeError):
+        return Part(str(path), ranks)
+    return Part(str(_entry(path, source)), ranks)
+
+
+def _entry(path: Path, source: Path) -> Path:
+    """The entry of the folder ``path`` that holds ``source`` (``source`` itself when it
+    is not inside ``path``)."""
+    try:
+        first = source.resolve().relative_to(path.resolve()).parts[0]
+    except (ValueError, IndexError, OSError):
+        return source
+    return path / first
+
+
+def _dataset_parts(folder: Path) -> list[Part]:
+    """The files of a dataset folder ``convert`` wrote, with the ranks their footers'
+    statistics give (the file's whole range where a statistic is missing)."""
+    parts = []
+    for f in store._files(folder):
+        try:
+            meta = pq.read_metadata(f)
+            column = meta.schema.to_arrow_schema().get_field_index(S.RANK)
+            lows, highs = [], []
+            for g in range(meta.num_row_groups):
+                stats = meta.row_group(g).column(column).statistics
+                if stats is None or not stats.has_min_max:
+                    raise ValueError("no statistics")
+                lows.append(int(stats.min))
+                highs.append(int(stats.max))
+        except (pa.ArrowException, OSError, ValueError):
+            continue  # store.scan says what is wrong with the file
+        if lows and max(highs) - min(lows) < 1 << 16:
+            parts.append(Part(str(f), frozenset(range(min(lows), max(highs) + 1))))
+    return parts
 
 
 def _claimed(folder: Path) -> bool:

@@ -9,6 +9,7 @@ column names.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -158,7 +159,10 @@ def show(lines: Sequence[str]) -> None:
 
 
 def warnings(diag: Diagnostics, verbose: int) -> None:
-    """The readers' warnings on stderr under ``-v``; otherwise one line counting them."""
+    """The readers' notes (what was merged: :func:`after_output`), then their warnings
+    on stderr under ``-v``; otherwise one line counting them."""
+    for note in diag.notes:
+        after_output(f"neurontrace: {note}")
     total = sum(diag.counts.values())
     if not total:
         return
@@ -583,3 +587,14 @@ def kernels(table: pl.DataFrame, top: int, path: str) -> list[str]:
     if shown.height < table.height:
         out.append(f"... {table.height - shown.height:,} more (--top 0 shows all)")
     return out
+
+
+def after_output(line: str) -> None:
+    """``line`` on the stderr descriptor, which the command line holds while a command
+    runs (:class:`neurontrace.cli.main.HeldStderr`): shown after the command's output
+    when it succeeds, dropped when it fails (a failure is one line); at once elsewhere."""
+    sys.stderr.flush()
+    try:
+        os.write(2, (line + "\n").encode(errors="replace"))
+    except OSError:  # no descriptor 2
+        click.echo(line, err=True)
