@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-#: Bumped when a column is removed, renamed or changes meaning or type. Adding a column
-#: is not a version change for readers of our files, but it is for our own strict check,
-#: which compares the whole version string.
-SCHEMA_VERSION = "2"
+#: Bumped when a column is added, removed, renamed or changes meaning or type. Adding a
+#: column is not a version change for readers of our files, but it is for our own strict
+#: check, which compares the whole version string: a file of an older version is refused
+#: with "convert it again" (``io.store``) and a rerun of convert redoes it
+#: (``io.destination``). 3: ``model_id``, ``device_core`` and ``pcore`` added.
+SCHEMA_VERSION = "3"
 
 #: A step's span: ``ProfilerStep#N``, written by torch.profiler's schedule once a step
 #: (``record_function`` in the step's thread); group 1 is N.
@@ -26,7 +28,10 @@ META_PREFIX = b"neurontrace."  # every key below starts with it
 META_SCHEMA_VERSION = b"neurontrace.schema_version"
 META_PRODUCER = b"neurontrace.producer"
 META_SOURCE = b"neurontrace.source"  # JSON: [{"path", "format", "sha256"?}, ...]
-META_TRACE = b"neurontrace.trace"  # JSON: the trace's own top-level fields
+#: JSON: the trace's own top-level fields. Neuron inputs put theirs under ``neuron``:
+#: ``tables`` (the side tables), ``profile_schema_version`` (``Metadata``'s),
+#: ``device_profiles`` (a session's bound device folders).
+META_TRACE = b"neurontrace.trace"
 META_WARNINGS = b"neurontrace.warnings"  # JSON: {code: count}
 META_CLOCK = b"neurontrace.clock"  # JSON: how times were placed on one clock
 META_OPTIONS = b"neurontrace.options"  # JSON: the conversion's options ({"rank": ...})
@@ -91,6 +96,9 @@ STEP = "step"
 RANK = "rank"
 INSTANCE_ID = "instance_id"
 EXECUTION = "execution"
+MODEL_ID = "model_id"
+DEVICE_CORE = "device_core"
+PCORE = "pcore"
 ARGS = "args"
 
 #: Columns whose values are ``row`` numbers (moved together when tables are stacked).
@@ -182,6 +190,17 @@ COLUMNS: tuple[Column, ...] = (
            "folders)."),
     Column(EXECUTION, _STR, True, "One device execution seen on several physical cores "
            "(LNC=2) carries the same value on each row."),
+    Column(MODEL_ID, _I64, True, "The Neuron model (NEFF) the row belongs to: Explorer's "
+           "`model_id` (in `extra_attributes_json`, or the `DeviceProfileList` row a device "
+           "folder is bound to); null where the source does not say. Flow ids are "
+           "per-model counters, so `flow` links stay within one model."),
+    Column(DEVICE_CORE, _I64, True, "Physical NeuronCore within the Neuron device: "
+           "Explorer `SystemProfileEvents.pcore_idx`, legacy `device_core_idx`; null "
+           "elsewhere. `device` is the logical NeuronCore (LNC=2 puts two physical cores "
+           "in one)."),
+    Column(PCORE, _I64, True, "Physical core within the logical NeuronCore `device` (0 "
+           "or 1 with LNC=2): the `pcore_idx` of Explorer's `Instruction`, `DmaPacket` and "
+           "`ActiveTime`; null elsewhere."),
     Column(ARGS, _STR, True, "Everything else the source recorded for the event, as "
            "JSON text, unchanged (integers wider than 64 bits stay exact)."),
 )

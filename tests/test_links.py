@@ -60,3 +60,59 @@ def test_a_flow_inside_a_span_binds_to_it_and_one_outside_every_span_is_counted(
     # before 125 on that thread is "inner": the arrow's end binds to nothing.
     assert flows == {"outer": None, "inner": ["fwdbwd:1"], "other thread": None}
     assert diag.counts["unbound_flow"] == 2
+
+
+def _neuron_links(tmp_path: Path, rows: list[tuple]) -> list[tuple]:
+    """``name, framework_row, link`` of Explorer ``SystemProfileEvents`` rows given as
+    (source, name, start, dur, tid, flow id, model_id), written with the documented
+    schema by ``fixtures/neuron/make_fixtures.py`` and read through ``load``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_fixtures", Path(__file__).resolve().parent.parent / "fixtures" / "neuron"
+        / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    folder = tmp_path / "explorer"
+    make._parquet(folder, "SystemProfileEvents", [
+        {**make._sys(i, name, src, start, dur, [flow], nc=0, tid=tid,
+                     extra=None if model is None else {"model_id": model}),
+         "process_id": 1, "thread_id": tid}
+        for i, (src, name, start, dur, tid, flow, model) in enumerate(rows)])
+    df = pl.from_arrow(neurontrace.load(folder))
+    assert isinstance(df, pl.DataFrame)
+    return df.sort(S.START_NS).select(S.NAME, S.FRAMEWORK_ROW, S.LINK).rows()
+
+
+def test_a_flow_link_never_crosses_from_one_model_to_another(tmp_path: Path) -> None:
+    # SYNTHETIC Neuron rows: nrt_execute of model 7 is linked by nesting and carries
+    # flow 1; a device row of model 9 with flow 1 must not take it (flow ids are
+    # per-model counters), one of model 7 does, and one without a model takes any source.
+    got = _neuron_links(tmp_path, [
+        ("framework", "aten::mul", 100, 100, 1, "9", None),
+        ("neuron_rt", "nrt_execute", 110, 50, 1, "1", 7),
+        ("neuron_hw", "exec of model 9", 300, 10, 2, "1", 9),
+        ("neuron_hw", "exec of model 7", 320, 10, 2, "1", 7),
+        ("neuron_hw", "no model", 340, 10, 2, "1", None),
+    ])
+    assert got == [("aten::mul", None, None), ("nrt_execute", 0, "nesting"),
+                   ("exec of model 9", None, None), ("exec of model 7", 0, "flow"),
+                   ("no model", 0, "flow")]
+
+
+def test_a_flow_link_prefers_its_own_model_then_an_op_of_no_model(tmp_path: Path) -> None:
+    # SYNTHETIC: flow 1 is carried by two framework ops (no model) and by the runtime
+    # call of model 9 inside the second; model 9's device row takes its model's call
+    # (-> the second op) over the first op, the earliest source of flow 1; model 8's,
+    # with no source of its model, takes the first op (a source of no model).
+    got = _neuron_links(tmp_path, [
+        ("framework", "aten::mul", 100, 100, 1, "1", None),
+        ("framework", "aten::add", 300, 100, 1, "1", None),
+        ("neuron_rt", "nrt_execute", 310, 50, 1, "1", 9),
+        ("neuron_hw", "exec of model 9", 500, 10, 2, "1", 9),
+        ("neuron_hw", "exec of model 8", 520, 10, 2, "1", 8),
+    ])
+    assert got == [("aten::mul", None, None), ("aten::add", None, None),
+                   ("nrt_execute", 1, "nesting"), ("exec of model 9", 1, "flow"),
+                   ("exec of model 8", 0, "flow")]

@@ -289,3 +289,62 @@ def test_a_bound_device_profile_pairs_only_with_its_model_s_executions() -> None
     nc1 = df.filter((pl.col(S.CATEGORY) == "Instruction") & (pl.col(S.DEVICE_COL) == 1))
     assert nc1[S.EXECUTION].to_list() == ["nc1:model9:execf1"]
     assert meta["clock"]["device"]["i-0abc pid 4242 nc 1"]["pairing"] == "duration"
+
+
+def test_model_id_comes_from_extra_attributes_and_from_the_bound_device_profile() -> None:
+    df, _ = frame(TWO_NEFF)
+    rows = df.sort(S.START_NS).filter(pl.col(S.LAYER) != S.FRAMEWORK)
+    assert rows.select(S.NAME, S.MODEL_ID).rows()[:5] == [
+        ("nrt_execute", 7), ("nc_exec_running", 7), ("nc_exec_running", 7),
+        ("nrt_execute", 9), ("nc_exec_running", 9)]
+    assert df.filter(pl.col(S.LAYER) == S.FRAMEWORK)[S.MODEL_ID].null_count() == 3
+    df, _ = frame(SESSION / "session@latest")
+    instr = df.filter(pl.col(S.CATEGORY) == "Instruction").sort(S.DEVICE_COL)
+    # DeviceProfileList binds neff_7_vnc_0 to model 7, neff_9_vnc_0 to model 9
+    assert instr.select(S.DEVICE_COL, S.MODEL_ID).rows() == [(0, 7), (1, 9)]
+
+
+def test_the_logical_and_physical_cores_are_columns_each_of_one_meaning() -> None:
+    """``device`` is the logical NeuronCore; ``device_core`` the physical core within the
+    device (SystemProfileEvents.pcore_idx); ``pcore`` the core within the logical one
+    (the device tables' pcore_idx). A row has at most one of the two."""
+    df, _ = frame(SESSION / "session@latest")
+    hw = df.filter(pl.col(S.NAME) == "nc_exec_running").sort(S.DEVICE_COL)
+    assert hw.select(S.DEVICE_COL, S.DEVICE_CORE, S.PCORE).rows() == [(0, 0, None),
+                                                                      (1, 2, None)]
+    instr = df.filter(pl.col(S.CATEGORY) == "Instruction").sort(S.DEVICE_COL)
+    assert instr.select(S.DEVICE_COL, S.DEVICE_CORE, S.PCORE).rows() == [(0, None, 0),
+                                                                         (1, None, 0)]
+    df, _ = frame(RMSNORM)
+    lnc2 = df.filter(pl.col(S.NAME) == "nc_exec_running")
+    assert sorted(set(lnc2.select(S.DEVICE_COL, S.DEVICE_CORE).rows())) == [(0, 0), (0, 1)]
+    matmul = df.filter(pl.col(S.NAME) == "MATMUL").sort(S.PCORE)
+    assert matmul.select(S.DEVICE_COL, S.PCORE, S.TRACK).rows() == [
+        (0, 0, "nc 0 / pcore 0 / tensor"), (0, 1, "nc 0 / pcore 1 / tensor")]
+    both = df.filter(pl.col(S.DEVICE_CORE).is_not_null() & pl.col(S.PCORE).is_not_null())
+    assert both.height == 0
+
+
+def test_a_legacy_device_core_idx_is_the_device_core_column() -> None:
+    df, _ = frame(FIX / "system_profile_string_ids.json")
+    hw = df.filter(pl.col(S.NAME) == "nc_exec_running").sort(S.START_NS)
+    assert hw.select(S.DEVICE_COL, S.DEVICE_CORE, S.PCORE).rows() == [(0, 0, None),
+                                                                      (0, 1, None)]
+
+
+def test_a_file_written_before_the_neuron_columns_is_refused_convert_it_again(
+        tmp_path: Path) -> None:
+    """Schema 3 added model_id, device_core and pcore: a schema-2 file (without them)
+    is refused in one line, and a rerun of convert writes it again."""
+    out = tmp_path / "old.parquet"
+    neurontrace.convert(RMSNORM, out)
+    table = pq.read_table(out)
+    meta = dict(table.schema.metadata)
+    meta[S.META_SCHEMA_VERSION] = b"2"
+    old = table.drop_columns([S.MODEL_ID, S.DEVICE_CORE, S.PCORE]).replace_schema_metadata(meta)
+    pq.write_table(old, out)
+    result = CliRunner().invoke(cli, ["ops", str(out)])
+    assert result.exit_code == 2
+    assert "schema version 2; convert it again" in result.output
+    neurontrace.convert(RMSNORM, out)
+    assert neurontrace.file_metadata(out)["schema_version"] == 3

@@ -157,3 +157,23 @@ def test_the_batch_shape_is_the_same_for_every_neuron_reader() -> None:
     empty = N.to_batch(pl.DataFrame({S.NAME: ["x"]}))
     assert empty.schema == N.BATCH_SCHEMA
     assert isinstance(empty, pa.RecordBatch) and empty.num_rows == 1
+
+
+def test_two_neffs_reusing_a_flow_id_link_each_execution_to_its_own_models_op() -> None:
+    """explorer_two_neff_flows: aten::mul and aten::add both carry flow id f1 (models 7
+    and 9 count flows from 1 each); aten::mul is the first row with it, so a flow rule
+    blind to models gives model 9's execution to aten::mul."""
+    df = pl.from_arrow(neurontrace.load(FIX / "explorer_two_neff_flows"))
+    assert isinstance(df, pl.DataFrame)
+    first_f1 = df.filter(pl.col(S.FLOW_IDS).list.contains("neuron:f1")).sort(S.ROW).row(
+        0, named=True)
+    assert first_f1[S.NAME] == "aten::mul"
+    names = dict(df.select(S.ROW, S.NAME).iter_rows())
+    runs = df.filter(pl.col(S.NAME) == "nc_exec_running").sort(S.START_NS)
+    got = [(r[S.MODEL_ID], names.get(r[S.FRAMEWORK_ROW]), r[S.LINK])
+           for r in runs.iter_rows(named=True)]
+    assert got == [(7, "aten::mul", "flow"), (7, "aten::mul", "flow"),
+                   (9, "aten::add", "flow"), (7, "aten::mul", "flow")]
+    # model 7's f1 is the first aten::mul, its f2 the second
+    assert runs[S.FRAMEWORK_ROW].to_list()[:2] == [first_f1[S.ROW]] * 2
+    assert runs[S.FRAMEWORK_ROW][3] != first_f1[S.ROW]

@@ -9,7 +9,8 @@ First match wins:
    thread;
 3. ``correlation``: the runtime call with the same ``correlation``, through its link;
 4. ``flow``: a framework row, or a row linked by 1-3, sharing a flow arrow; followed over
-   a few hops (framework dispatch -> runtime -> hardware);
+   a few hops (framework dispatch -> runtime -> hardware); within one ``model_id`` where
+   rows carry one (Neuron flow ids are per-model counters: see :meth:`Linker._flows`);
 5. ``execution``: another row of the same device ``execution`` that has a link (the
    instructions of an execution belong to whoever started it; runtime rows first);
 6. ``time``: for a device execution still unlinked, the latest linked runtime call on
@@ -37,9 +38,10 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 
 #: The columns of the runtime and device rows handed in: ``_nest_row`` is the nearest
-#: framework span enclosing the row on its track, ``_nest_ext`` that span's External id.
+#: framework span enclosing the row on its track, ``_nest_ext`` that span's External id;
+#: ``model_id`` may be left out (read as null: a trace without models).
 COLUMNS = (S.ROW, S.LAYER, S.START_NS, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS,
-           S.DEVICE_COL, S.EXECUTION, "_nest_row", "_nest_ext")
+           S.DEVICE_COL, S.EXECUTION, S.MODEL_ID, "_nest_row", "_nest_ext")
 #: Hops followed along flow arrows (framework dispatch -> runtime -> hardware is two).
 FLOW_HOPS = 4
 
@@ -56,7 +58,7 @@ class Linker:
 
     def __init__(self, chunks: Chunks, framework: Framework, fw_flows: pl.DataFrame,
                  diag: Diagnostics) -> None:
-        self.chunks = chunks
+        self.chunks: Chunks = lambda: (_with_model(c) for c in chunks())
         self.framework = framework
         self.fw_flows = fw_flows
         self.diag = diag
@@ -164,34 +166,43 @@ class Linker:
 
     def _flows(self) -> None:
         """Rule 4: rows linked by 1-3 (and framework rows) are the sources of their flow
-        ids; rows still unlinked take a source's link, over a few hops."""
+        ids; rows still unlinked take a source's link, over a few hops.
+
+        Flow ids are scoped by ``model_id`` where rows carry one (Neuron: a flow id is a
+        per-model counter, so two NEFFs reuse them): a row of model M takes a source of
+        model M, else a source of no model (a framework op), never one of another model;
+        a row of no model takes any source, as in a trace without models. A row reached
+        through a source of model M is a source of model M in turn."""
         known = pl.coalesce("_ext_row", "_nest_row", "_corr_row")
-        sources = [_first_per([self.fw_flows.select(
-            S.ROW, pl.col(S.ROW).alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid")
-        ).explode("_fid")], "_fid", "_flow_row", keep_row=True)]
+        fw = self.fw_flows.select(
+            S.ROW, pl.col(S.ROW).alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid"),
+            pl.lit(None, _I64).alias("_model")).explode("_fid")
+        sources = [_first_source(fw)]
         todo_parts = []
         for c in self.chunks():
             c = self._known(c).filter(pl.col(S.FLOW_IDS).is_not_null())
-            sources.append(_first_per([c.filter(known.is_not_null()).select(
-                S.ROW, known.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid")
-            ).explode("_fid")], "_fid", "_flow_row", keep_row=True))
+            sources.append(_first_source(c.filter(known.is_not_null()).select(
+                S.ROW, known.alias("_flow_row"), pl.col(S.FLOW_IDS).alias("_fid"),
+                pl.col(S.MODEL_ID).alias("_model")).explode("_fid")))
             todo_parts.append(c.filter(known.is_null()).select(
-                S.ROW, pl.col(S.FLOW_IDS).alias("_fid")))
-        flow_src = _first_per(sources, "_fid", "_flow_row")
+                S.ROW, pl.col(S.FLOW_IDS).alias("_fid"), pl.col(S.MODEL_ID).alias("_model")))
         if not todo_parts:  # no rows at all
             return
-        todo = pl.concat(todo_parts).sort(S.ROW, maintain_order=True).explode("_fid")
+        src = _first_source(pl.concat(sources)).with_columns(_gen=pl.lit(0, _I64))
+        todo = (pl.concat(todo_parts).sort(S.ROW, maintain_order=True).explode("_fid")
+                .with_row_index("_i"))
         hops = []
-        for _ in range(FLOW_HOPS):
-            hit = todo.join(flow_src, on="_fid", maintain_order="left").group_by(
-                S.ROW, maintain_order=True).agg(pl.col("_flow_row").first())
+        for gen in range(1, FLOW_HOPS + 1):
+            hit = _flow_hits(todo, src)
             if hit.height == 0:
                 break
-            hops.append(hit)
-            reached = todo.join(hit, on=S.ROW, maintain_order="left").select("_fid", "_flow_row")
-            flow_src = pl.concat([flow_src, reached.join(flow_src, on="_fid", how="anti")
-                                  .group_by("_fid", maintain_order=True)
-                                  .agg(pl.col("_flow_row").first())])
+            hops.append(hit.select(S.ROW, "_flow_row"))
+            # a row reached through a model's source is that model's source in turn
+            reached = todo.join(hit, on=S.ROW, maintain_order="left").select(
+                S.ROW, "_flow_row", "_fid", pl.coalesce("_model", "_via").alias("_model"))
+            new = _first_source(reached.join(src, on=["_fid", "_model"], how="anti",
+                                             nulls_equal=True))
+            src = pl.concat([src, new.with_columns(_gen=pl.lit(gen, _I64))])
             todo = todo.join(hit, on=S.ROW, how="anti", maintain_order="left")
         if hops:
             self.by_flow = pl.concat(hops)
@@ -260,3 +271,43 @@ def _first_per(parts: list[pl.DataFrame], key: str, value: str, keep_row: bool =
     first = frame.sort(S.ROW, maintain_order=True).group_by(key, maintain_order=True)
     return first.agg(pl.col(S.ROW, value).first()) if keep_row else \
         first.agg(pl.col(value).first())
+
+
+def _with_model(c: pl.DataFrame) -> pl.DataFrame:
+    """``c`` with a ``model_id`` column (null when the chunk has none)."""
+    return c if S.MODEL_ID in c.columns else c.with_columns(pl.lit(None, _I64).alias(S.MODEL_ID))
+
+
+def _first_source(entries: pl.DataFrame) -> pl.DataFrame:
+    """``row, _flow_row, _fid, _model``: per flow id and model (null a key of its own), the
+    entry of the first row."""
+    return (entries.filter(pl.col("_fid").is_not_null()).sort(S.ROW, maintain_order=True)
+            .group_by("_fid", "_model", maintain_order=True)
+            .agg(pl.col(S.ROW, "_flow_row").first())
+            .select(S.ROW, "_flow_row", "_fid", pl.col("_model").cast(_I64)))
+
+
+def _flow_hits(todo: pl.DataFrame, src: pl.DataFrame) -> pl.DataFrame:
+    """``row, _flow_row, _via`` of the ``todo`` rows (``row, _fid, _model, _i``: one per
+    flow id, ``_i`` their order) that a source in ``src`` (``_first_source`` entries with
+    ``_gen``, the hop that added them) reaches, ``_via`` the source's model: a row without
+    a model takes the earliest source of its first flow id that has one; a row of model M
+    the source of model M, else of no model, of its first flow id that has one
+    (same-model sources first)."""
+    order = src.sort("_gen", S.ROW)
+    any_model = order.group_by("_fid", maintain_order=True).agg(
+        pl.col("_flow_row").first(), pl.col("_model").first().alias("_via"))
+    bare = order.filter(pl.col("_model").is_null()).select(
+        "_fid", "_flow_row", pl.lit(None, _I64).alias("_via"))
+    by_model = order.filter(pl.col("_model").is_not_null()).select(
+        "_fid", "_model", "_flow_row", pl.col("_model").alias("_via"))
+    plain = todo.filter(pl.col("_model").is_null())
+    modelled = todo.filter(pl.col("_model").is_not_null())
+    cols = (S.ROW, "_i", "_flow_row", "_via")
+    found = pl.concat([
+        plain.join(any_model, on="_fid").select(*cols, _pref=pl.lit(0)),
+        modelled.join(by_model, on=["_fid", "_model"]).select(*cols, _pref=pl.lit(0)),
+        modelled.join(bare, on="_fid").select(*cols, _pref=pl.lit(1)),
+    ])
+    return (found.sort("_pref", "_i").group_by(S.ROW, maintain_order=True)
+            .agg(pl.col("_flow_row", "_via").first()))

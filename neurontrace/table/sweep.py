@@ -234,6 +234,8 @@ class _Sweep:
                 ]
                 if self.given_flows:
                     cols.append(S.FLOW_IDS)
+                if S.MODEL_ID in f.columns:  # for the flow links (Neuron readers only)
+                    cols.append(S.MODEL_ID)
                 f = f.select(cols)
                 if len(self.bounds) == 0:  # one bucket
                     self.buckets.write(0, f)

@@ -261,7 +261,8 @@ class _Read:
             rows = placements[label].apply(R.device_rows(table, part))
             if prof is not None:
                 rows = rows.with_columns(pl.lit(prof.instance_id, pl.String).alias(S.INSTANCE_ID),
-                                         pl.lit(prof.process_id, pl.Int64).alias(S.PID))
+                                         pl.lit(prof.process_id, pl.Int64).alias(S.PID),
+                                         pl.lit(prof.model_id, pl.Int64).alias(S.MODEL_ID))
             yield N.to_batch(rows)
 
     def _placement(self, table: str, nc: int | None, prof: DeviceProfile | None,

@@ -131,6 +131,9 @@ def system_rows(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFra
         flows(df).alias(S.FLOW_IDS),
         execution(df).alias(S.EXECUTION),
         pl.col("instance_id").cast(pl.String).alias(S.INSTANCE_ID),
+        json_int("extra_attributes_json", MODEL_KEYS).alias(S.MODEL_ID),
+        # pcore_idx here is the physical core within the device (not 0/1 within nc_idx).
+        pl.col("pcore_idx").cast(pl.Int64, strict=False).alias(S.DEVICE_CORE),
     )
     out = out.with_columns(
         pl.when(pl.col(S.LAYER) == S.DEVICE)
@@ -177,6 +180,7 @@ def device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
         pl.lit(S.SPAN).alias(S.KIND),
         S.START_NS, S.DUR_NS,
         nc.alias(S.DEVICE_COL),
+        pcore.alias(S.PCORE),
         N.device_track(nc, lane, pcore).alias(S.TRACK),
         moved.alias(S.BYTES),
     ).with_columns(args)

@@ -157,6 +157,7 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
         pl.col("size").alias(S.BYTES),
         N.execution_key(pl.col("lnc"), pl.col("exec_id")).alias(S.EXECUTION),
         pl.col("instance").alias(S.INSTANCE_ID),
+        pl.col("core_idx").alias(S.DEVICE_CORE),  # device_core_idx: within the device
         pl.when(layer == S.DEVICE).then(
             N.device_track(pl.col("lnc"), pl.col("name"), pl.col("core"))
         ).alias(S.TRACK),
@@ -251,6 +252,7 @@ def live_frame(records: list[dict[str, Any]], path: Path, diag: Diagnostics) -> 
         pl.col("start").fill_null(0).alias(S.START_NS),
         pl.col("dur").fill_null(0).alias(S.DUR_NS),
         pl.col("nc").alias(S.DEVICE_COL),
+        pl.col("core").alias(S.DEVICE_CORE),
         N.device_track(pl.col("nc"), pl.col("event_type").fill_null("event"),
                        pl.col("core")).alias(S.TRACK),
         N.execution_key(pl.col("nc"), pl.col("exec_id")).alias(S.EXECUTION),
