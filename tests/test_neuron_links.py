@@ -13,7 +13,7 @@ import neurontrace
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers import neuron as N
-from neurontrace.readers.base import Events
+from neurontrace.readers.base import Events, Source
 from neurontrace.readers.neuron.clock import place
 from neurontrace.table.assemble import assemble
 
@@ -103,8 +103,10 @@ def test_framework_row_always_names_a_framework_row_other_than_itself(rows: list
         S.DEVICE_COL: [r[5] for r in rows],
     }, schema_overrides={S.FLOW_IDS: pl.List(pl.String), S.EXECUTION: pl.String,
                          S.DEVICE_COL: pl.Int64})
-    ev = Events(batches=iter([N.to_batch(df)]))
-    built = assemble(ev, Diagnostics())
+    batch = N.to_batch(df)
+    src = Source(Path("rows"), "neuron-explorer",
+                 lambda diag, progress: Events(batches=iter([batch])), "rows")
+    built = assemble(src, Diagnostics())
     try:
         out = pl.from_arrow(built.table())
     finally:
