@@ -25,6 +25,7 @@ import pytest
 
 import neurontrace
 from neurontrace import analyses
+from neurontrace import schema as S
 
 from support import FIXTURES, KINETO, ROOT
 
@@ -39,6 +40,8 @@ CORPUS_TRACES = sorted(CORPUS.glob("*.json.gz")) if CORPUS.is_dir() else []
 
 _DEVICE = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync",
            "cuda_profiler_range", "mtia_ccp_events"}
+_ARG_DIRECTIONS = {"HOST_TO_DEVICE": "h2d", "DEVICE_TO_HOST": "d2h",
+                   "DEVICE_TO_DEVICE": "d2d", "PEER_TO_PEER": "p2p"}
 _RUNTIME = ("cuda_runtime", "cuda_driver", "privateuse1_", "cuda_", "hip_", "xpu_", "mtia_")
 
 
@@ -53,11 +56,10 @@ def expected(ev: dict) -> tuple[str, str | None]:
     if cat in _DEVICE:
         if cat == "cuda_sync" or name == "event_wait":
             return "wait", None
-        if cat in ("gpu_memcpy", "gpu_memset") or name == "dma_request":
-            if name == "dma_request":
-                d = {"HOST_TO_DEVICE": "h2d", "DEVICE_TO_HOST": "d2h"}.get(args.get("direction"))
-                return "transfer", d
-            return "transfer", _named(low)
+        # a device row whose args name a direction moves data, whatever it is called
+        moved = _ARG_DIRECTIONS.get(args.get("direction"))  # type: ignore[arg-type]
+        if cat in ("gpu_memcpy", "gpu_memset") or moved:
+            return "transfer", moved or _named(low)
         if cat == "gpu_user_annotation":
             return "annotation", None
         if cat == "cuda_profiler_range":
@@ -122,6 +124,28 @@ def test_mtia_dma_requests_take_their_direction_from_args() -> None:
     assert got["h2d"] > 0 and got["d2h"] > 0
 
 
+def _one_device_row(tmp_path: Path, name: str, cat: str, args: dict) -> tuple[str, str | None]:
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": cat, "name": name, "pid": 17, "tid": 3672, "ts": 1, "dur": 5,
+         "args": args}]}))
+    (row,) = analyses.events(path).select("role", "direction").collect().rows()
+    return row
+
+
+@pytest.mark.parametrize(("name", "cat", "args", "want"), [
+    ("dma_request", "mtia_ccp_events", {"direction": "HOST_TO_DEVICE", "size": 64},
+     ("transfer", "h2d")),
+    ("dma_req_v2", "mtia_ccp_events", {"direction": "DEVICE_TO_HOST"}, ("transfer", "d2h")),
+    ("copy_engine", "kernel", {"direction": "DEVICE_TO_DEVICE"}, ("transfer", "d2d")),
+    ("dma_request", "mtia_ccp_events", {"size": 64}, ("compute", None)),
+    ("pe_exe", "mtia_ccp_events", {"direction": "SIDEWAYS"}, ("compute", None)),
+])
+def test_a_device_transfer_is_recognised_by_its_args_direction_not_its_name(
+        tmp_path: Path, name: str, cat: str, args: dict, want: tuple[str, str | None]) -> None:
+    assert _one_device_row(tmp_path, name, cat, args) == want
+
+
 NEURON_ROLES = {
     "aten::add": ("operator", None), "aten::mul": ("operator", None),
     "nrt_execute": ("runtime", None), "nrt_load": ("runtime", None),
@@ -170,9 +194,9 @@ def test_a_schema_1_file_is_refused_in_one_line(tmp_path: Path) -> None:
     assert r.stderr.strip().splitlines() == [
         f"neurontrace: error: {old}: written by neurontrace schema version 1; convert it again"
     ]
-    # convert run again over the old output writes it anew, as version 2
+    # convert run again over the old output writes it anew, in the current version
     neurontrace.convert(KINETO / "nested-ops.json", old)
-    assert neurontrace.file_metadata(old)["schema_version"] == 2
+    assert neurontrace.file_metadata(old)["schema_version"] == int(S.SCHEMA_VERSION)
 
 
 _BACKEND = re.compile(r"(?i)cuda|hip[A-Z_]|\bnrt_|nc_exec|memcpy|cpu_op|kernel|mtia|kbl_")

@@ -16,19 +16,20 @@ role                   Kineto rows
 ``sync``               those of them that synchronise: ``*Synchronize*``,
                        ``*StreamWaitEvent``, MTIA ``synchronize*``, ``waitOnEvent``
 ``compute``            other device spans: ``kernel``, MTIA ``mtia_ccp_events``
-``transfer``           on the device: ``gpu_memcpy``, ``gpu_memset``, MTIA
-                       ``dma_request``
+``transfer``           on the device: ``gpu_memcpy``, ``gpu_memset``, and any device
+                       row whose ``args.direction`` names a direction (MTIA's
+                       ``dma_request``, whatever its name or category)
 ``wait``               ``cuda_sync`` (``Stream Wait Event``, ``Stream Sync``, ...),
                        MTIA ``event_wait``
 ``other``              counters, ``cpu_instant_event`` (``[memory]``), ``Trace``,
                        ``cuda_profiler_range``, rows without a category
 =====================  ============================================================
 
-``direction``: of a ``gpu_memcpy`` from its name (``Memcpy HtoD``, ``DtoH``, ``DtoD``,
-``PtoP``); of an MTIA ``dma_request`` from its ``args.direction``
-(``HOST_TO_DEVICE``, ...); of a runtime call that copies (its name holds ``memcpy``, or a
-PrivateUse1 call ``copy``) from its name (``memcpyHtoDAsync``) or its ``args.kind``
-(``cudaMemcpyKind``: 1 host to device, 2 device to host, 3 device to device).
+``direction``: of a device row from its ``args.direction`` (MTIA: ``HOST_TO_DEVICE``,
+...), else from its name (``Memcpy HtoD``, ``DtoH``, ``DtoD``, ``PtoP``); of a runtime
+call that copies (its name holds ``memcpy``, or a PrivateUse1 call ``copy``) from its
+name (``memcpyHtoDAsync``) or its ``args.kind`` (``cudaMemcpyKind``: 1 host to device,
+2 device to host, 3 device to device).
 """
 
 from __future__ import annotations
@@ -45,8 +46,7 @@ WAIT_CATEGORIES = ("cuda_sync",)
 #: Device-layer categories that are not device work: CUPTI profiler ranges (a kernel's
 #: counters measured over a range, not its run).
 OTHER_DEVICE_CATEGORIES = ("cuda_profiler_range",)
-#: Device event names that are transfers / waits, whatever their category (MTIA).
-TRANSFER_NAMES = ("dma_request",)
+#: Device event names that are waits, whatever their category (MTIA).
 WAIT_NAMES = ("event_wait",)
 #: Runtime calls that block on, or order, device work.
 SYNC_NAME_PATTERN = r"(?i)synchroniz|waitevent|waitonevent"
@@ -70,13 +70,16 @@ ARG_DIRECTIONS = {"HOST_TO_DEVICE": S.H2D, "DEVICE_TO_HOST": S.D2H,
 KIND_DIRECTIONS = {"1": S.H2D, "2": S.D2H, "3": S.D2D}
 
 
-def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr) -> pl.Expr:
+def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr,
+         arg_direction: pl.Expr | None = None) -> pl.Expr:
     """The ``role`` of each row from its layer (already mapped from the category), its
-    Kineto category, name and kind (see the module docstring)."""
+    Kineto category, name and kind, and the direction its args give
+    (:func:`arg_direction`; none when not given) (see the module docstring)."""
     cat = category.fill_null("")
+    moves = arg_direction.is_not_null() if arg_direction is not None else pl.lit(False)
     device = (
         pl.when(cat.is_in(WAIT_CATEGORIES) | name.is_in(WAIT_NAMES)).then(pl.lit(S.WAIT))
-        .when(cat.is_in(TRANSFER_CATEGORIES) | name.is_in(TRANSFER_NAMES))
+        .when(cat.is_in(TRANSFER_CATEGORIES) | moves)
         .then(pl.lit(S.TRANSFER))
         .when(cat.is_in(ANNOTATION_CATEGORIES)).then(pl.lit(S.ANNOTATION))
         .when(cat.is_in(OTHER_DEVICE_CATEGORIES)).then(pl.lit(S.OTHER))
@@ -119,27 +122,41 @@ def _arg_text(args: pl.Expr, key: str) -> pl.Expr:
     return args.str.extract(f'(?-u)"{key}"{ws}:{ws}"?([A-Za-z0-9_]+)"?{ws}[,}}]', 1)
 
 
+def arg_direction(args: pl.Expr) -> pl.Expr:
+    """The direction a row's ``args.direction`` names (:data:`ARG_DIRECTIONS`), else null."""
+    return _arg_text(args, "direction").replace_strict(
+        ARG_DIRECTIONS, default=None, return_dtype=pl.String)
+
+
 def direction(role_: pl.Expr, layer: pl.Expr, category: pl.Expr, name: pl.Expr,
               args: pl.Expr) -> pl.Expr:
     """``direction`` of transfers and of the runtime calls that request them."""
     copy_call = (layer == S.RUNTIME) & (role_ == S.TRANSFER)
-    by_arg = _arg_text(args, "direction").replace_strict(
-        ARG_DIRECTIONS, default=None, return_dtype=pl.String)
+    by_arg = pl.when(layer == S.DEVICE).then(arg_direction(args))
     by_kind = _arg_text(args, "kind").replace_strict(
         KIND_DIRECTIONS, default=None, return_dtype=pl.String)
     return (
         pl.when(copy_call).then(pl.coalesce(_from_name(name), by_kind))
         .when(role_ == S.TRANSFER)
-        .then(pl.coalesce(pl.when(name.is_in(TRANSFER_NAMES)).then(by_arg), _from_name(name)))
+        .then(pl.coalesce(by_arg, _from_name(name)))
     )
 
 
 def classify(frame: pl.DataFrame) -> pl.DataFrame:
     """``role`` and ``direction`` of rows having ``layer, category, name, kind`` (and
-    ``args``, read only for the few rows that may carry a direction)."""
+    ``args``, read only for the few rows that may carry a direction: device rows whose
+    args hold a ``"direction"`` key, and transfers)."""
+    moving = pl.Series(S.DIRECTION, [None] * frame.height, pl.String)
+    if S.ARGS in frame.columns:
+        mentions = (frame.get_column(S.LAYER) == S.DEVICE) & frame.get_column(S.ARGS).str.contains(
+            '"direction"', literal=True).fill_null(False)
+        where = mentions.arg_true()
+        if where.len():
+            moving = moving.scatter(where, frame[where].select(
+                arg_direction(pl.col(S.ARGS))).to_series())
     roles = frame.select(
-        role(pl.col(S.LAYER), pl.col(S.CATEGORY), pl.col(S.NAME), pl.col(S.KIND))
-        .alias(S.ROLE)
+        role(pl.col(S.LAYER), pl.col(S.CATEGORY), pl.col(S.NAME), pl.col(S.KIND),
+             pl.lit(moving)).alias(S.ROLE)
     ).to_series()
     where = (roles == S.TRANSFER).arg_true()
     out = pl.Series(S.DIRECTION, [None] * frame.height, pl.String)
