@@ -55,6 +55,7 @@ COMMANDS: dict[str, str] = {
     "report": "report",
     "compare": "compare",
     "export": "export",
+    "advise": "advise",
 }
 
 #: Commands whose stderr stays live: ``capture`` runs the user's program, whose output

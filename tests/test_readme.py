@@ -350,6 +350,31 @@ def test_the_report_wording_the_report_section_quotes(work: Path) -> None:
         m.group(1), m.group(2), int(m.group(3)))
 
 
+def test_the_fusion_figures_the_advice_section_quotes(work: Path) -> None:
+    """Issue 17: the advised saving of the naive RMSNorm's chain, and the saving the fused
+    runs measure (device time per step, from compare), as the Advice section quotes
+    them; each measured saving inside the range give or take a tenth of the chain."""
+    m = re.search(r"`torch.rms_norm` saves ([\d.]+) µs a step and `torch.compile` ([\d.]+) "
+                  r"µs, against the advised ([\d.]+) µs to ([\d.]+) µs, within a tenth of "
+                  r"the chain's ([\d.]+) µs", PROSE)
+    assert m, "the Advice section's fusion figures"
+    for name in ("naive.parquet", "rms_norm.parquet", "compiled.parquet"):
+        convert(work, name)
+    (chain,) = [f for f in cli_json("advise", "naive.parquet") if f["rule"] == "fusion"]
+    low, high = chain["at_stake_ns"]["low"], chain["at_stake_ns"]["high"]
+    size = chain["evidence"]["chain_ns_per_step"]
+    assert [f"{v / 1e3:.1f}" for v in (low, high, size)] == [m.group(k) for k in (3, 4, 5)]
+    rows = cli_json("compare", "naive.parquet", "rms_norm.parquet", "compiled.parquet")
+    per_step = [d["value"] / s["value"] for d, s in zip(
+        [r for r in rows if r["metric"] == "device_ns"],
+        [r for r in rows if r["metric"] == "steps"], strict=True)]
+    saved = [per_step[0] - v for v in per_step[1:]]
+    assert [f"{v / 1e3:.1f}" for v in saved] == [m.group(1), m.group(2)]
+    assert all(low - size / 10 <= v <= high + size / 10 for v in saved)
+    for name in ("rms_norm.parquet", "compiled.parquet"):
+        assert not [f for f in cli_json("advise", name) if f["rule"] == "fusion"]
+
+
 # -- blocks not run -----------------------------------------------------------------------
 
 

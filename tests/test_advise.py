@@ -1,0 +1,132 @@
+"""``neurontrace advise PATH [--json] [--top N] [--fail-on SEVERITY]`` (issue 17): the
+findings through the command line, on the real RMSNorm captures and the fixtures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from neurontrace.cli.main import cli
+
+from support import FIXTURES
+
+NAIVE = FIXTURES / "capture" / "cuda" / "naive" / "trace.json.gz"
+RMS_NORM = FIXTURES / "capture" / "cuda" / "rms_norm" / "trace.json.gz"
+EPS = FIXTURES / "capture" / "cuda-eps-copy" / "eps_copied" / "trace.json.gz"
+NEURON = FIXTURES / "neuron" / "explorer_rmsnorm_vnc_0"
+EMPTY = FIXTURES / "kineto" / "empty-events.json"
+FIELDS = {"rule", "scope", "severity", "title", "ops", "at_stake_ns", "share", "evidence",
+          "hint"}
+
+
+def run(*args: str | Path) -> Result:
+    return CliRunner().invoke(cli, ["advise", *map(str, args)])
+
+
+def findings(*args: str | Path) -> list[dict]:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert isinstance(out, list)
+    return out
+
+
+def test_advise_on_naive_names_the_rmsnorm_chain_and_its_fused_replacement() -> None:
+    result = run(NAIVE)
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "fusion: RMSNorm written out as 6 ops (mul, mean, add, rsqrt, mul, mul)" in text
+    assert "try: use torch.rms_norm (torch.nn.RMSNorm), or torch.compile" in text
+    assert "ops: aten::mul, aten::mean, aten::add, aten::rsqrt, aten::mul, aten::mul" in text
+
+
+def test_json_lists_every_finding_with_the_fields_the_issue_names() -> None:
+    out = findings(NAIVE)
+    assert len(out) >= 5  # every finding: --json is not cut to --top's default
+    for f in out:
+        assert FIELDS <= set(f)
+        assert set(f["at_stake_ns"]) == {"low", "high"}
+        assert f["at_stake_ns"]["low"] <= f["at_stake_ns"]["high"]
+    (fusion,) = [f for f in out if f["rule"] == "fusion"]
+    assert fusion["ops"] == ["aten::mul", "aten::mean", "aten::add", "aten::rsqrt",
+                             "aten::mul", "aten::mul"]
+    assert fusion["at_stake_ns"]["low"] < fusion["at_stake_ns"]["high"]  # an estimate
+    rules = [f["rule"] for f in out]
+    assert {"fusion", "dominant-op", "sync-in-loop", "launch-bound", "step-outliers"} <= set(rules)
+
+
+def test_json_top_keeps_the_most_severe_findings() -> None:
+    every = findings(NAIVE)
+    assert findings(NAIVE, "--top", "2") == every[:2]
+    assert findings(NAIVE, "--top", "0") == every
+
+
+def test_the_terminal_shows_top_findings_of_all() -> None:
+    result = run(NAIVE, "--top", "1")
+    assert result.exit_code == 0
+    assert f"(1 of {len(findings(NAIVE))} findings, most severe first)" in result.stdout
+    assert result.stdout.count("at stake:") == 1
+
+
+def test_the_eps_copy_is_advised_at_aten_to() -> None:
+    (f,) = [f for f in findings(EPS) if f["rule"] == "host-scalar"]
+    assert f["ops"] == ["aten::to"]
+    assert f["at_stake_ns"]["low"] == f["at_stake_ns"]["high"] > 0  # measured
+
+
+def test_no_fusion_is_advised_on_the_fused_run() -> None:
+    assert "fusion" not in {f["rule"] for f in findings(RMS_NORM)}
+
+
+def test_a_trace_without_findings_says_so() -> None:
+    result = run(EMPTY)
+    assert result.exit_code == 0
+    assert "No findings" in result.stdout
+    assert findings(EMPTY) == []
+
+
+@pytest.mark.parametrize(("severity", "code"), [
+    ("info", 3), ("low", 3), ("medium", 3), ("high", 0),
+])
+def test_fail_on_exits_3_when_a_finding_is_at_or_above_the_severity(severity: str,
+                                                                     code: int) -> None:
+    # the synthetic Neuron run's most severe findings are medium
+    assert max(("info", "low", "medium", "high").index(f["severity"])
+               for f in findings(NEURON)) == 2
+    result = run(NEURON, "--fail-on", severity)
+    assert result.exit_code == code, result.output
+    assert "at stake:" in result.stdout  # the findings are printed either way
+
+
+def test_fail_on_with_json_still_prints_the_findings() -> None:
+    result = run(NAIVE, "--json", "--fail-on", "high")
+    assert result.exit_code == 3
+    assert json.loads(result.stdout)
+
+
+def test_fail_on_never_fires_on_a_trace_without_findings() -> None:
+    assert run(EMPTY, "--fail-on", "info").exit_code == 0
+
+
+def test_bad_input_exits_2_not_3(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.parquet"
+    result = run(missing, "--fail-on", "info")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "missing.parquet" in result.stderr
+
+
+def test_an_unknown_severity_is_a_usage_error() -> None:
+    assert run(NAIVE, "--fail-on", "severe").exit_code == 2
+
+
+def test_fail_on_exit_codes_of_the_installed_command() -> None:
+    exe = Path(sys.executable).parent / "neurontrace"
+    codes = [subprocess.run([str(exe), "advise", str(NEURON), "--fail-on", s],
+                            capture_output=True, check=False).returncode
+             for s in ("medium", "high")]
+    assert codes == [3, 0]

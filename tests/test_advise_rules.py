@@ -1,0 +1,312 @@
+"""The advice rules (issue 17) on the real RMSNorm captures, the synthetic Neuron run and
+synthetic tables; and their properties: no finding claims more time than the trace
+holds, severities follow the time at stake, a trace without device rows gets no device
+finding."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neurontrace import analyses as A
+from neurontrace import schema as S
+from neurontrace.analyses.advice import SEVERITIES, Facts, Finding, advise, severity
+from neurontrace.analyses.advice import fusion as fusion_rule
+from neurontrace.analyses.advice.base import THRESHOLDS
+
+import synthetic as Y
+from support import FIXTURES
+
+CAPTURE = FIXTURES / "capture"
+CUDA = CAPTURE / "cuda"
+CPU = CAPTURE / "cpu"
+EPS = CAPTURE / "cuda-eps-copy"
+NEURON = FIXTURES / "neuron" / "explorer_rmsnorm_vnc_0"
+RMSNORM_OPS = ("aten::mul", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul",
+               "aten::mul")
+
+
+@cache
+def lf_of(path: Path) -> pl.LazyFrame:
+    return A.events(path).collect().lazy()
+
+
+@cache
+def found(path: Path) -> tuple[Finding, ...]:
+    return tuple(advise(lf_of(path)))
+
+
+def by_rule(path: Path, rule: str) -> list[Finding]:
+    return [f for f in found(path) if f.rule == rule]
+
+
+def trace(folder: Path, variant: str) -> Path:
+    return folder / variant / "trace.json.gz"
+
+
+def per_step_device_ns(path: Path) -> float:
+    """Device time per step, from ``compare``'s figures."""
+    table = A.compare({"run": lf_of(path)})
+    value = dict(zip(table.get_column("metric"), table.get_column("value"), strict=True))
+    return value["device_ns"] / value["steps"]
+
+
+# -- fusion -------------------------------------------------------------------------------
+
+def test_naive_cuda_rmsnorm_chain_is_named_with_torch_rms_norm_and_torch_compile() -> None:
+    (f,) = by_rule(trace(CUDA, "naive"), "fusion")
+    assert f.ops == RMSNORM_OPS
+    assert f.scope == "device"
+    assert f.evidence["pattern"] == "RMSNorm"
+    assert f.evidence["replacement"] == ["torch.rms_norm", "torch.compile"]
+    assert "torch.rms_norm" in f.hint and "torch.compile" in f.hint
+    assert "RMSNorm" in f.title
+    assert f.evidence["steps"] == [1, 2, 3, 4, 5]
+    assert f.evidence["idle_ns_per_step"] > 0
+    assert len(f.evidence["rows"]) == 6
+
+
+@pytest.mark.parametrize("fused", ["rms_norm", "compiled"])
+def test_the_measured_saving_of_the_fused_run_lies_in_the_advised_range(fused: str) -> None:
+    (f,) = by_rule(trace(CUDA, "naive"), "fusion")
+    chain = f.evidence["chain_ns_per_step"]
+    saving = per_step_device_ns(trace(CUDA, "naive")) - per_step_device_ns(trace(CUDA, fused))
+    low, high = f.at_stake_ns
+    assert low - 0.1 * chain <= saving <= high + 0.1 * chain, (fused, low, saving, high, chain)
+
+
+def test_the_advised_range_is_no_wider_than_half_the_chain() -> None:
+    (f,) = by_rule(trace(CUDA, "naive"), "fusion")
+    low, high = f.at_stake_ns
+    assert 0 < low < high
+    assert high - low <= f.evidence["chain_ns_per_step"] / 2
+
+
+def test_the_chain_time_is_the_device_time_of_its_ops() -> None:
+    # the whole device time of the naive run is the chain, once a step
+    (f,) = by_rule(trace(CUDA, "naive"), "fusion")
+    assert f.evidence["chain_ns_per_step"] == pytest.approx(
+        per_step_device_ns(trace(CUDA, "naive")), rel=0.02)
+
+
+@pytest.mark.parametrize("path", [trace(CUDA, "rms_norm"), trace(CUDA, "compiled"),
+                                  trace(CPU, "rms_norm"), trace(CPU, "compiled")],
+                         ids=["cuda-rms_norm", "cuda-compiled", "cpu-rms_norm", "cpu-compiled"])
+def test_a_fused_run_has_no_fusion_finding(path: Path) -> None:
+    assert by_rule(path, "fusion") == []
+
+
+def test_cpu_naive_chain_is_found_on_the_host() -> None:
+    (f,) = by_rule(trace(CPU, "naive"), "fusion")
+    assert f.ops == RMSNORM_OPS
+    assert f.scope == "host"
+    assert f.evidence["pattern"] == "RMSNorm"
+    assert f.share["device"] is None
+
+
+def test_a_chain_is_cut_by_an_op_that_is_not_elementwise() -> None:
+    lf = _steps_table([["aten::mul", "aten::add", "aten::mm", "aten::mul", "aten::add"]] * 2)
+    (f,) = [f for f in advise(lf) if f.rule == "fusion"]
+    assert f.ops == ("aten::mul", "aten::add")
+    assert f.evidence["chains_per_step"] == 2
+
+
+def test_a_chain_missing_from_a_step_is_not_a_finding() -> None:
+    lf = _steps_table([["aten::mul", "aten::add"], ["aten::mul", "aten::mm"]])
+    assert [f for f in advise(lf) if f.rule == "fusion"] == []
+
+
+def test_known_patterns_are_found_inside_longer_chains() -> None:
+    assert fusion_rule.known(["aten::sub", "aten::pow", "aten::mean", "aten::add_",
+                              "aten::rsqrt", "aten::mul", "aten::mul"]).name == "RMSNorm"
+    assert fusion_rule.known(["aten::amax", "aten::sub", "aten::exp", "aten::sum",
+                              "aten::div"]).name == "softmax"
+    assert fusion_rule.known(["aten::mul", "aten::add"]) is None
+    assert fusion_rule.base_name("aten::mul_") == "mul"
+    assert fusion_rule.base_name("aten::_to_copy") == "_to_copy"
+
+
+# -- host scalar ----------------------------------------------------------------------------
+
+def test_the_eps_copy_is_found_at_the_op_that_makes_it() -> None:
+    (f,) = by_rule(trace(EPS, "eps_copied"), "host-scalar")
+    assert f.ops == ("aten::to",)
+    assert f.evidence["via"] == "aten::copy_"
+    assert f.evidence["bytes"] == 2
+    assert f.evidence["copies_per_step"] == 1
+    assert f.evidence["steps"] == [1, 2, 3, 4, 5]
+    # copy plus the stream synchronize the pageable copy makes, per step (measured)
+    low, high = f.at_stake_ns
+    assert low == high == f.evidence["copy_ns_per_step"] + f.evidence["wait_ns_per_step"]
+    assert f.evidence["wait_ns_per_step"] > f.evidence["copy_ns_per_step"] > 0
+
+
+def test_eps_as_a_python_float_has_no_host_scalar_finding() -> None:
+    assert by_rule(trace(EPS, "eps_scalar"), "host-scalar") == []
+
+
+def test_neuron_run_eps_copy_is_found_at_aten_add() -> None:
+    (f,) = by_rule(NEURON, "host-scalar")
+    assert f.ops == ("aten::add",)
+    assert f.evidence["bytes"] == 4
+    assert f.at_stake_ns == (30_000, 30_000)
+
+
+# -- dominant op ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", [trace(CUDA, "naive"), trace(CPU, "naive"), NEURON],
+                         ids=["cuda", "cpu", "neuron"])
+def test_aten_mul_dominates_the_naive_rmsnorm(path: Path) -> None:
+    (f,) = by_rule(path, "dominant-op")
+    assert f.ops == ("aten::mul",)
+    assert f.evidence["share_of_time"] >= 0.5
+
+
+def test_a_single_op_is_not_called_dominant() -> None:
+    assert by_rule(trace(CUDA, "rms_norm"), "dominant-op") == []
+
+
+# -- sync, idle, outliers -------------------------------------------------------------------
+
+def test_the_synchronize_in_each_step_is_found() -> None:
+    (f,) = by_rule(trace(CUDA, "naive"), "sync-in-loop")
+    assert [s["name"] for s in f.evidence["syncs"]] == ["cudaDeviceSynchronize"]
+    assert f.evidence["syncs"][0]["per_step"] == 1
+    steps = A.steps(lf_of(trace(CUDA, "naive")))
+    assert f.at_stake_ns[0] == int(steps.get_column("sync_ns").sum()) // steps.height
+
+
+@pytest.mark.parametrize("path", [trace(CUDA, "naive"), NEURON], ids=["cuda", "neuron"])
+def test_the_idle_device_is_split_by_cause(path: Path) -> None:
+    (f,) = by_rule(path, "launch-bound")
+    causes = f.evidence["idle_ns_per_step_by_cause"]
+    assert f.at_stake_ns[0] == causes["host_dispatch"] + causes["launch_latency"]
+    assert causes["host_dispatch"] > 0 and causes["launch_latency"] > 0
+    assert f.evidence["idle_share"] >= 0.3
+    assert all(g["op_before"] and g["op_after"] for g in f.evidence["longest_gaps"])
+
+
+def test_the_warm_up_step_is_an_outlier_and_said_to_be_one() -> None:
+    (f,) = by_rule(trace(CUDA, "naive"), "step-outliers")
+    (step,) = f.evidence["steps"]
+    assert step["step"] == 1 and step["first"]
+    assert step["more"][0]["part"] == "host_only"
+    assert "warm-up" in f.hint
+
+
+def test_a_cpu_trace_gets_no_device_finding() -> None:
+    assert found(trace(CPU, "naive"))
+    assert all(f.scope != "device" for f in found(trace(CPU, "naive")))
+
+
+# -- properties -------------------------------------------------------------------------------
+
+def test_severity_rises_with_the_share_of_the_step() -> None:
+    shares = [0.0, 0.005, 0.01, 0.049, 0.05, 0.19, 0.2, 0.9, 3.0]
+    ranks = [SEVERITIES.index(severity(s)) for s in shares]
+    assert ranks == sorted(ranks)
+    assert [severity(t) for _, t in THRESHOLDS] == ["high", "medium", "low"]
+    assert severity(None) == "info"
+
+
+OPS = ("aten::mul", "aten::add", "aten::mean", "aten::rsqrt", "aten::mm", "aten::to")
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> dict[str, Any]:
+    steps = draw(st.integers(0, 4))
+    calls = draw(st.lists(st.tuples(st.sampled_from(OPS), st.integers(1, 50_000),
+                                    st.integers(0, 50_000), st.integers(0, 30_000),
+                                    st.booleans()), min_size=1, max_size=8))
+    return {"steps": steps, "calls": calls, "device": draw(st.booleans()),
+            "sync": draw(st.booleans())}
+
+
+def _build(run: dict[str, Any]) -> pl.LazyFrame:
+    """A run: each step calls the ops of ``calls`` (op, host ns, kernel ns, gap before
+    the kernel, a tiny h2d copy or not); without steps, the calls once."""
+    plan = [run["calls"]] * run["steps"] if run["steps"] else [run["calls"]]
+    return _table(plan, run["steps"] > 0, run["device"], run["sync"])
+
+
+def _steps_table(steps: list[list[str]]) -> pl.LazyFrame:
+    """Steps calling the named ops, each with a 10 µs kernel 5 µs after the op."""
+    return _table([[(n, 5_000, 10_000, 5_000, False) for n in names] for names in steps],
+                  stepped=True, device=True, sync=False)
+
+
+def _table(plan: list[list[tuple[str, int, int, int, bool]]], stepped: bool, device: bool,
+           sync: bool) -> pl.LazyFrame:
+    rows: list[dict[str, Any]] = []
+    t = 1_000
+    corr = 0
+    for i, calls in enumerate(plan):
+        step = i + 1 if stepped else None
+        first = len(rows)
+        if stepped:
+            rows.append(Y.op(f"ProfilerStep#{step}", t, 0, category="user_annotation",
+                             step=step))
+        for name, host, kernel, gap, copy in calls:
+            op_row = len(rows)
+            rows.append(Y.op(name, t, host, step=step))
+            if device and copy:
+                corr += 1
+                rows.append(Y.rt("cudaMemcpyAsync", t + 1, 1, category="cuda_runtime",
+                                 correlation=corr, framework_row=op_row, direction="h2d",
+                                 bytes=4, step=step))
+                rows.append(Y.dev("Memcpy HtoD", t + host + 1, 500, category="gpu_memcpy",
+                                  correlation=corr, framework_row=op_row, direction="h2d",
+                                  bytes=4, track=Y.STREAM7, device=0, step=step))
+            if device and kernel:
+                corr += 1
+                rows.append(Y.rt("cudaLaunchKernel", t + host // 2, 1, category="cuda_runtime",
+                                 correlation=corr, framework_row=op_row, step=step))
+                rows.append(Y.dev(f"k_{name}", t + host + gap + 600, kernel,
+                                  correlation=corr, framework_row=op_row, track=Y.STREAM7,
+                                  device=0, step=step))
+            t += host + gap + kernel + 700
+        if sync and device:
+            rows.append(Y.rt("cudaDeviceSynchronize", t, 2_000, category="cuda_runtime",
+                             step=step))
+            t += 2_000
+        if stepped:
+            rows[first] = {**rows[first], S.DUR_NS: t - rows[first][S.START_NS]}
+        t += 5_000
+    return Y.table(*rows).collect().lazy()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs())
+def test_findings_never_claim_more_time_than_the_trace_holds(run: dict[str, Any]) -> None:
+    lf = _build(run)
+    facts = Facts(lf)
+    for f in advise(lf):
+        low, high = f.at_stake_ns
+        assert 0 <= low <= high
+        assert high * facts.windows <= facts.wall_ns * facts.ranks, f
+        if f.share["device"] is not None:
+            assert high * facts.windows <= facts.device_ns, f
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs())
+def test_severities_are_monotone_in_the_time_at_stake(run: dict[str, Any]) -> None:
+    findings = advise(_build(run))
+    for a in findings:
+        for b in findings:
+            if sum(a.at_stake_ns) > sum(b.at_stake_ns):
+                assert SEVERITIES.index(a.severity) >= SEVERITIES.index(b.severity), (a, b)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs())
+def test_a_trace_without_device_rows_gets_no_device_finding(run: dict[str, Any]) -> None:
+    lf = _build({**run, "device": False})
+    assert lf.filter(pl.col(S.LAYER) == S.DEVICE).collect().height == 0
+    assert all(f.scope != "device" for f in advise(lf))
