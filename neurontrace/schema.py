@@ -30,7 +30,9 @@ META_PRODUCER = b"neurontrace.producer"
 META_SOURCE = b"neurontrace.source"  # JSON: [{"path", "format", "sha256"?}, ...]
 #: JSON: the trace's own top-level fields. Neuron inputs put theirs under ``neuron``:
 #: ``tables`` (the side tables), ``profile_schema_version`` (``Metadata``'s),
-#: ``device_profiles`` (a session's bound device folders).
+#: ``device_profiles`` (a session's bound device folders) and, for a raw capture converted
+#: here, ``tool_profile_schema`` (what ``neuron-explorer --show-profile-schema`` printed:
+#: ``command``, ``version``, ``sha256``, ``chars``, ``text``, ``truncated``).
 META_TRACE = b"neurontrace.trace"
 META_WARNINGS = b"neurontrace.warnings"  # JSON: {code: count}
 META_CLOCK = b"neurontrace.clock"  # JSON: how times were placed on one clock

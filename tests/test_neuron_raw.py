@@ -36,6 +36,17 @@ args = sys.argv[1:]
 pids = [os.getpid()]
 with open({log!r}, "a") as f:
     f.write(" ".join(args) + "\\n")
+if args in (["--show-profile-schema"], ["view", "--show-profile-schema"]):
+    # the real one prints the OpenAPI document built into it, as YAML
+    print("openapi: 3.0.3")
+    print("info:")
+    print("  title: Neuron Explorer profile schema")
+    print("  version: 7.4.0")
+    print("components:")
+    print("  schemas:")
+    print("    Instruction:")
+    print("      type: object")
+    sys.exit(0)
 assert args[0] == "view" and args[args.index("--output-format") + 1] == "parquet", args
 data = Path(args[args.index("--data-path") + 1])
 name = args[args.index("--display-name") + 1] if "--display-name" in args else "profile"
@@ -233,3 +244,38 @@ def test_the_convert_flag_sets_the_variable_raw_reads() -> None:
     from neurontrace.readers.neuron import raw
 
     assert convert.EXPLORER_TIMEOUT == raw.TIMEOUT_ENV
+
+
+def test_the_profile_schema_the_tool_prints_is_kept_in_the_metadata(
+        tmp_path: Path, tools: dict[str, Path]) -> None:
+    import neurontrace
+
+    ntff = _capture(tmp_path)
+    out = tmp_path / "out" / "c.parquet"
+    done = _convert([str(ntff), str(out)], _env(tools["bin"]))
+    assert done.returncode == 0, done.stderr
+    assert tools["log"].read_text().splitlines()[0] == "--show-profile-schema"
+    neuron = neurontrace.file_metadata(out)["trace"]["neuron"]
+    kept = neuron["tool_profile_schema"]
+    assert (kept["command"], kept["version"]) == ("neuron-explorer --show-profile-schema",
+                                                  "7.4.0")
+    assert kept["text"].startswith("openapi: 3.0.3\ninfo:\n") and not kept["truncated"]
+    # beside the version the converted folder's Metadata names
+    assert neuron["profile_schema_version"] == "7.4.0"
+    # a second conversion reads the cache, the tool not run again, and keeps it too
+    calls = tools["log"].read_text()
+    again = tmp_path / "out" / "d.parquet"
+    assert _convert([str(ntff), str(again)], _env(tools["bin"])).returncode == 0
+    assert tools["log"].read_text() == calls
+    assert neurontrace.file_metadata(again)["trace"]["neuron"]["tool_profile_schema"] == kept
+
+
+def test_the_schema_version_is_read_from_the_printed_document() -> None:
+    from neurontrace.readers.neuron.raw import schema_version_of
+
+    # OpenAPI's own version (openapi:) is not it; info.version, quoted or not, is
+    assert schema_version_of("openapi: 3.0.3\ninfo:\n  title: t\n  version: '12.0.1'\n") \
+        == "12.0.1"
+    assert schema_version_of("profile_schema_version: 7.4\n") == "7.4"
+    assert schema_version_of("openapi: 3.0.3\ninfo:\n  description: no version: here\n") \
+        is None

@@ -136,7 +136,10 @@ def test_a_raw_ntff_is_converted_by_neuron_explorer_into_a_cache(
     assert sorted(df[S.NAME]) == ["MATMUL", "nc_exec_running", "nrt_execute"]
     matmul = df.filter(pl.col(S.NAME) == "MATMUL").row(0, named=True)
     assert matmul[S.START_NS] == 1_735_689_600_000_000_150  # placed by the first execution
-    call = tool.read_text().split()
+    # the stand-in does not know --show-profile-schema (an older tool): asked, it fails
+    calls = tool.read_text().splitlines()
+    assert calls[:2] == ["--show-profile-schema", "view --show-profile-schema"]
+    call = calls[2].split()
     assert call[:5] == ["view", "-n", str(ntff.parent / "neff_123_vnc_0.neff"), "-s",
                         str(ntff)]
     assert call[5:8] == ["--output-format", "parquet", "--data-path"]
@@ -144,7 +147,8 @@ def test_a_raw_ntff_is_converted_by_neuron_explorer_into_a_cache(
     cache = out.parent / ".neurontrace-cache"
     assert cache.is_dir() and str(cache) in call[8]
     CliRunner().invoke(cli, ["convert", str(ntff), str(out)])
-    assert len(tool.read_text().splitlines()) == 1  # the second run reads the cache
+    assert len(tool.read_text().splitlines()) == 3  # the second run reads the cache
+    assert "tool_profile_schema" not in neurontrace.file_metadata(out)["trace"]["neuron"]
 
 
 def test_a_run_folder_with_only_raw_files_converts_its_session_folder(
@@ -155,7 +159,8 @@ def test_a_run_folder_with_only_raw_files_converts_its_session_folder(
         (rank / name).write_bytes(b"SYNTHETIC")
     out = tmp_path / "ds"
     neurontrace.convert(tmp_path / "run", out)
-    assert tool.read_text().split()[:3] == ["view", "-d", str(rank)]
+    views = [c for c in tool.read_text().splitlines() if "--data-path" in c]
+    assert views[0].split()[:3] == ["view", "-d", str(rank)]
     df = neurontrace.scan(out).collect()
     assert df.height == 3 and df[S.PID].drop_nulls().unique().to_list() == [7, 9]
 

@@ -16,6 +16,13 @@ is killed and its half-written output removed (it is written in a run folder of
 is never used here; with only it on PATH, conversion fails with the legacy-JSON command
 to run instead (``--output-format json``, read by the legacy JSON readers).
 
+Before it, ``neuron-explorer --show-profile-schema`` (``view --show-profile-schema`` in
+SDK 2.33's reference) prints the profile schema the installed tool writes, an OpenAPI
+document as YAML: what it printed, with the version read from it (:func:`schema_version_of`)
+and its SHA-256, is kept with the converted folder and goes to the output's
+``neurontrace.trace`` metadata as ``neuron.tool_profile_schema`` (beside
+``neuron.profile_schema_version``, the version the folder's ``Metadata`` names).
+
 An NTFF is converted together with its NEFF (``-n x.neff -s y.ntff``): the NEFF in the
 same folder, or in a ``neffs/`` folder in it or beside it, sharing its longest numeric id
 (``neff_123_vnc_0.neff`` / ``123_vnc_0.ntff``). A system trace (``ntrace.pb``) is
@@ -25,12 +32,15 @@ converted with its session folder (``-d FOLDER``).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -38,7 +48,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, ToolMissing
 from neurontrace.io import scratch
 from neurontrace.readers import neuron as N
-from neurontrace.readers.base import Events, Progress, Source
+from neurontrace.readers.base import Batch, Events, Progress, Source
 from neurontrace.readers.neuron.explorer import ExplorerReader, is_explorer_folder
 
 #: The converter to Parquet. ``neuron-profile`` (its name before Neuron Explorer) writes
@@ -55,6 +65,20 @@ DEFAULT_TIMEOUT = 600.0
 #: The ``--display-name`` we give, so that the output folder is ours to find.
 DISPLAY_NAME = "neurontrace"
 _DONE = ".complete"
+#: The commands that print the installed tool's profile schema (SDK 2.31's reference
+#: documents the first, SDK 2.33's the second); the first that succeeds is kept.
+SHOW_SCHEMA = (["--show-profile-schema"], ["view", "--show-profile-schema"])
+#: Seconds it may take (it prints a document built into the binary); a tool that does
+#: not answer in time is not asked the second form.
+SCHEMA_TIMEOUT = 10.0
+#: Characters of its output kept in the metadata (the rest is counted, not kept).
+SCHEMA_KEPT = 1 << 20
+#: Where the kept schema lies in a converted folder (with the tables, in the cache).
+SCHEMA_FILE = "tool-profile-schema.json"
+#: The first ``version:`` key of the printed document with a semantic version (OpenAPI's
+#: ``info.version``; that the tool puts the profile schema version there is a guess).
+_SCHEMA_VERSION = re.compile(
+    r"""^\s*(?:profile_schema_version|version)\s*:\s*['"]?(\d+\.\d+(?:\.\d+)?)""", re.M)
 
 
 def is_raw(path: Path) -> bool:
@@ -75,8 +99,68 @@ class RawReader:
 
     def expand(self, path: Path, cache: Path) -> list[Source]:
         folder = explorer_output(view_args(path), path, cache)
-        return [Source(path, self.name, partial(ExplorerReader().read, folder),
+        return [Source(path, self.name, partial(read_converted, folder, kept_schema(folder)),
                        path.name.replace(".", "_"))]
+
+
+def read_converted(folder: Path, schema: dict[str, object] | None, diag: Diagnostics,
+                   progress: Progress | None) -> Events:
+    """The Explorer folder ``neuron-explorer`` wrote, read, with the profile schema the
+    tool printed (``schema``, when it printed one) in the trace's ``neuron`` metadata."""
+    ev = ExplorerReader().read(folder, diag, progress)
+    if schema is None:
+        return ev
+    inner = ev.batches
+
+    def batches() -> Iterator[Batch]:
+        yield from inner
+        ev.trace.setdefault("neuron", {})["tool_profile_schema"] = schema
+
+    ev.batches = batches()
+    return ev
+
+
+def schema_version_of(text: str) -> str | None:
+    """The profile schema version in what ``--show-profile-schema`` printed: the first
+    ``version:`` (or ``profile_schema_version:``) key holding ``MAJOR.MINOR[.PATCH]``."""
+    m = _SCHEMA_VERSION.search(text)
+    return m.group(1) if m else None
+
+
+def show_schema(timeout: float) -> dict[str, object] | None:
+    """What the installed ``neuron-explorer`` prints for :data:`SHOW_SCHEMA` (the first
+    form that exits 0 with output), described: ``command``, ``version``
+    (:func:`schema_version_of`), ``sha256`` and ``chars`` of the whole output, ``text``
+    (its first :data:`SCHEMA_KEPT` characters), ``truncated``. None when neither form
+    does (an older tool, a stand-in that does not know the option)."""
+    for args in SHOW_SCHEMA:
+        command = [EXPLORER, *args]
+        try:
+            done = run_tool(command, min(timeout, SCHEMA_TIMEOUT))
+        except (subprocess.TimeoutExpired, OSError):
+            return None
+        text = done.stdout
+        if done.returncode == 0 and text.strip():
+            return {"command": " ".join(command), "version": schema_version_of(text),
+                    "sha256": hashlib.sha256(text.encode()).hexdigest(), "chars": len(text),
+                    "text": text[:SCHEMA_KEPT], "truncated": len(text) > SCHEMA_KEPT}
+    return None
+
+
+def kept_schema(folder: Path) -> dict[str, object] | None:
+    """The profile schema kept with a converted Explorer folder (:data:`SCHEMA_FILE` in
+    the cache entry holding it), or None."""
+    for where in (folder, *folder.parents)[:5]:  # cache entry/profiles/global/<name>
+        f = where / SCHEMA_FILE
+        if f.is_file():
+            try:
+                kept = json.loads(f.read_text(errors="replace"))
+            except ValueError:
+                return None
+            return kept if isinstance(kept, dict) else None
+        if (where / _DONE).is_file():  # the cache entry's root: nothing kept
+            return None
+    return None
 
 
 def pair_neff(ntff: Path) -> Path | None:
@@ -215,6 +299,9 @@ def explorer_output(args: list[str], capture: Path, cache: Path) -> Path:
     with scratch.run_folder(cache) as work:  # removed on every exit path
         tmp = work / "view"
         tmp.mkdir()
+        schema = show_schema(timeout)
+        if schema is not None:
+            (tmp / SCHEMA_FILE).write_text(json.dumps(schema))
         command = view_command(args, tmp)
         try:
             done = run_tool(command, timeout)
