@@ -9,6 +9,7 @@ ranks of one run, and said (a note, not a warning); others are refused with the 
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -26,8 +27,10 @@ from neurontrace.errors import BadInput
 
 from support import FIXTURES, KINETO, corpus_dir
 
-#: Warning codes that every normal trace used to raise (see the module docstring).
-NORMAL_KINDS = {"missing_cat"}
+#: Warning codes that normal traces used to raise (see the module docstring):
+#: ``external_id_not_a_link`` on the traces of older Kineto, whose runtime calls carry
+#: their correlation as External id (linked by nesting and correlation, completely).
+NORMAL_KINDS = {"missing_cat", "external_id_not_a_link"}
 
 CORPUS = sorted(corpus_dir().glob("*.json*")) if corpus_dir() else []
 CAPTURES = sorted((FIXTURES / "capture").glob("*/*/trace.json*"))
@@ -169,3 +172,25 @@ def test_two_traces_of_one_rank_in_a_folder_are_refused(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"2 traces that are not the ranks of one run \(2 "
                        r"of them are rank 0: .*a\.json, .*b\.json\)"):
         events(tmp_path)
+
+
+OLDER_KINETO = ("critical_path", "cupti_profiler", "trace_diff")
+
+
+@pytest.mark.skipif(not CORPUS, reason="NEURONTRACE_CORPUS is not set to a folder of traces")
+@pytest.mark.parametrize("name", OLDER_KINETO)
+def test_older_kineto_numbering_of_runtime_calls_is_normal_and_not_warned(name: str) -> None:
+    # These traces give each runtime call its correlation as "External id" (not the id
+    # of the op around it): how that Kineto wrote them, not a defect. No warning, and
+    # nesting and correlation still link their device work to its op.
+    path = next(p for p in CORPUS if p.name.startswith(name + "."))
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    calls = [e["args"] for e in doc["traceEvents"]
+             if e.get("cat") == "cuda_runtime" and "External id" in e.get("args", {})]
+    assert calls and all(a["External id"] == a["correlation"] for a in calls)
+    diag = Diagnostics()
+    lf = events(path, diag=diag)
+    assert "external_id_not_a_link" not in diag.counts
+    work = lf.filter(pl.col("layer") == "device", pl.col("role").is_in(["compute", "transfer"]))
+    linked = work.select(pl.col("framework_row").is_not_null().mean()).collect().item()
+    assert linked is None or linked > 0.99  # cupti_profiler has ranges only, no work
