@@ -246,17 +246,42 @@ def test_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_workers_started_ahead_are_taken_by_a_run_that_matches() -> None:
-    # os.readlink("/proc/self") answers the pid of the process that runs it
     executors.prestart("posix", 1, {"NT_TEST": "a"})
     executors.prestart("posix", 1, {"NT_TEST": "b"})
-    started = {e["NT_TEST"]: p for _, e, p in executors._started}
+    started = {w.env["NT_TEST"]: w for w in executors._started}
+    pids = {name: w.ready[0].result(timeout=60) for name, w in started.items()}
     got: list[str] = []
+    # os.readlink("/proc/self") answers the pid of the process that runs it
     executors.Processes(1, always=True, env={"NT_TEST": "a"}).run(
         os.readlink, ["/proc/self"], got.append)
-    assert got == [str(started["a"].pid)]  # taken, not started again
-    assert [e for _, e, _ in executors._started] == [{"NT_TEST": "b"}]
+    assert got == [str(pids["a"])]  # taken, not started again
+    assert [w.env for w in executors._started] == [{"NT_TEST": "b"}]
     executors._end_started()  # what happens at exit to those never taken
-    assert started["b"].poll() is not None and executors._started == []
+    assert executors._started == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids["b"], 0)
+
+
+def test_a_worker_that_dies_fails_the_run_and_leaves_no_process() -> None:
+    """A worker killed mid-job (here it ends itself, as the OOM killer would) is
+    WorkerDied, raised once the others have answered; no worker outlives the run."""
+    executors.prestart("posix", 2)
+    w = executors._started[-1]
+    pids = [f.result(timeout=60) for f in w.ready]
+    with pytest.raises(executors.WorkerDied, match="ended without answering"):
+        executors.Processes(2).run(os._exit, [9, 9, 9], lambda _: None)
+    assert executors._started == []
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_jobs_error_is_raised_after_the_others_finish(tmp_path: Path) -> None:
+    """The first failure stops new jobs; those running finish; then it is raised, as
+    the worker raised it."""
+    missing = str(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError):
+        executors.Processes(2).run(os.stat, [missing, missing, str(tmp_path)], lambda _: None)
 
 
 def test_the_command_line_starts_chunk_workers_before_it_imports(
@@ -265,14 +290,18 @@ def test_the_command_line_starts_chunk_workers_before_it_imports(
 
     path = _plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)
     events: list[str] = []
-    spawn, imports = executors._spawn, command.arrow_without_pandas
-    monkeypatch.setattr(executors, "_spawn",
-                        lambda module, env: events.append(module) or spawn(module, env))
+    prestart, imports = executors.prestart, command.arrow_without_pandas
+
+    def logged(module: str, n: int, env: dict[str, str] | None = None) -> None:
+        events.extend([module] * n)
+        prestart(module, n, env)
+
+    monkeypatch.setattr(executors, "prestart", logged)
     monkeypatch.setattr(command, "arrow_without_pandas",
                         lambda: events.append("pyarrow") or imports())
     r = CliRunner().invoke(cli, ["convert", str(path), str(tmp_path / "o.parquet")])
     assert r.exit_code == 0, r.output
-    # 3 processes: 2 workers, started before pyarrow is first used, then both taken
+    # 3 processes: 2 workers, started before pyarrow is first used, then taken
     assert events == [splitting.CHUNKS_MODULE, splitting.CHUNKS_MODULE, "pyarrow"]
     assert executors._started == []
     assert forced == []

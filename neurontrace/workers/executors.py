@@ -6,23 +6,27 @@ by reference: a module-level function). On the first failure no further job is s
 the jobs already running finish (their outputs are kept, so a rerun resumes from them),
 then that first error is raised.
 
-Local workers are fresh interpreters (``python -m neurontrace.workers.executors``) fed pickled
-jobs through pipes: ``multiprocessing`` children would re-run the caller's ``__main__``
-or fork a process whose Arrow and Polars thread pools are running.
+Local workers are :class:`concurrent.futures.ProcessPoolExecutor` processes started
+with ``spawn`` (fresh interpreters: forking a process whose Arrow and Polars thread pools
+are running can deadlock). A worker that dies (killed, out of memory) fails the run with
+:class:`WorkerDied`; Ctrl-C or SIGTERM here kills the workers at once (their temporary
+files are in the run's folder, removed by the caller).
 """
 
 from __future__ import annotations
 
 import atexit
 import importlib
+import multiprocessing
 import os
-import pickle
 import queue
-import subprocess
-import sys
+import signal
 import threading
 from collections.abc import Callable, Sequence
-from typing import IO, Any, Protocol, TypeVar
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from neurontrace.errors import BadInput, NeurontraceError, ToolMissing
 
@@ -69,8 +73,8 @@ class Processes:
     A single job runs in this process, unless ``always`` (the caller is busy meanwhile).
     Workers never decode one file in parallel themselves (``NEURONTRACE_READ_WORKERS``
     is 1 there): the processes are the parallelism. ``env`` adds to their environment.
-    Workers started ahead by :func:`prestart` for the same module and ``env`` are taken
-    first.
+    Workers started ahead by :func:`prestart` for the same module, ``env`` and number
+    are taken instead of new ones.
     """
 
     def __init__(self, n: int, always: bool = False, env: dict[str, str] | None = None
@@ -92,150 +96,133 @@ class Processes:
               done: Callable[[R], None], n: int | None = None) -> None:
         """Run the jobs in ``todo`` in ``n`` (default ``self.n``) worker processes until
         it is empty. Other threads may take jobs from ``todo`` too (and run them
-        themselves): the workers and they share the work as each is free."""
-        results: queue.SimpleQueue[tuple[bool, Any] | None] = queue.SimpleQueue()
-        stop = threading.Event()
-        threads = [
-            threading.Thread(target=_drive,
-                             args=(fn, todo, results, stop, self.env),
-                             daemon=True)
-            for _ in range(self.n if n is None else n)
-        ]
-        for t in threads:
-            t.start()
+        themselves): the workers and they share the work as each is free.
+
+        A job is taken from ``todo`` only when a worker is free (it has started, its
+        imports done, or it has finished a job), so that a job waits for whoever is free
+        first (another worker, or the caller) rather than for a process still starting.
+        """
+        workers = _take_started(fn.__module__, self.env, self.n if n is None else n) \
+            or _Workers.start(fn.__module__, self.n if n is None else n, self.env)
+        pending: set[Future[Any]] = set(workers.ready)
+        jobs: set[Future[Any]] = set()
         error: BaseException | None = None
         try:
-            running = len(threads)
-            while running:
-                item = results.get()
-                if item is None:
-                    running -= 1
-                    continue
-                ok, value = item
-                if ok and error is None:
-                    done(value)
-                elif not ok and error is None:
-                    error = value
-                    stop.set()
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    ran = f in jobs
+                    jobs.discard(f)
+                    try:
+                        value = f.result()
+                    except BrokenProcessPool:
+                        error = error or WorkerDied(
+                            "a convert worker process ended without answering (killed, "
+                            "or out of memory)")
+                        continue
+                    except Exception as e:  # noqa: BLE001 - the job's error, raised below
+                        error = error or e
+                        continue
+                    if ran and error is None:
+                        done(value)
+                    job = _next(todo) if error is None else None
+                    if job is not None:
+                        nxt = workers.pool.submit(fn, job)
+                        pending.add(nxt)
+                        jobs.add(nxt)
+        except BaseException:
+            workers.kill()
+            raise
         finally:
-            stop.set()
-            for t in threads:
-                t.join()
+            workers.pool.shutdown(wait=True, cancel_futures=True)
         if error is not None:
             raise error
 
 
-def _spawn(module: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """A worker process that imports ``module`` before it says it is ready; its
-    environment is this process's with ``env`` added."""
-    return subprocess.Popen([sys.executable, "-m", "neurontrace.workers.executors", module],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env={**os.environ, READ_WORKERS: "1", **env})
+def _next(todo: queue.SimpleQueue[J]) -> J | None:
+    try:
+        return todo.get_nowait()
+    except queue.Empty:
+        return None
 
 
-#: Worker processes started ahead (:func:`prestart`), with their module and the
-#: environment variables they were given besides this process's.
-_started: list[tuple[str, dict[str, str], subprocess.Popen[bytes]]] = []
+def _initialize(env: dict[str, str]) -> None:
+    """A worker process as it starts: no parallel decoding of its own, ``env`` set,
+    Ctrl-C ends it at once (the calling process cleans up), our settings applied."""
+    os.environ.update({READ_WORKERS: "1", **env})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    from neurontrace.workers.settings import arrow_without_pandas, before_imports
+
+    before_imports()
+    arrow_without_pandas()
+
+
+def _ready(module: str) -> int:
+    """Import ``module`` (where the jobs' function lives); this process's id."""
+    importlib.import_module(module)
+    return os.getpid()
+
+
+@dataclass
+class _Workers:
+    """A pool of worker processes for functions of ``module``, and the calls that say
+    each has started (:func:`_ready`)."""
+
+    module: str
+    env: dict[str, str]
+    n: int
+    pool: ProcessPoolExecutor
+    ready: list[Future[int]] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, module: str, n: int, env: dict[str, str]) -> _Workers:
+        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_initialize, initargs=(dict(env),))
+        workers = cls(module, dict(env), n, pool)
+        # one call each: the pool starts a process per call while none is idle
+        workers.ready = [pool.submit(_ready, module) for _ in range(n)]
+        return workers
+
+    def kill(self) -> None:
+        """End every worker process now (a job running is lost)."""
+        for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
+            try:
+                proc.kill()
+            except (OSError, ValueError):  # already gone, or closed
+                pass
+
+
+#: Workers started ahead (:func:`prestart`), not yet taken.
+_started: list[_Workers] = []
 _started_lock = threading.Lock()
 
 
 def prestart(module: str, n: int, env: dict[str, str] | None = None) -> None:
     """Start ``n`` worker processes for functions of ``module`` now, for a
-    :class:`Processes` run with the same ``env`` to take over instead of starting its
-    own: the caller spends the time a worker takes to start (its imports) importing.
-    Their environment is this process's as it is now, with ``env`` added.
-    Workers never taken end when this process does."""
-    extra = dict(env or {})
+    :class:`Processes` run of ``n`` with the same ``env`` to take over instead of
+    starting its own: the caller spends the time a worker takes to start (its imports)
+    importing. Workers never taken end when this process does."""
+    workers = _Workers.start(module, n, dict(env or {}))
     with _started_lock:
         if not _started:
             atexit.register(_end_started)
-        _started.extend((module, extra, _spawn(module, extra)) for _ in range(n))
+        _started.append(workers)
 
 
-def _take_started(module: str, env: dict[str, str]) -> subprocess.Popen[bytes] | None:
+def _take_started(module: str, env: dict[str, str], n: int) -> _Workers | None:
     with _started_lock:
-        for i, (m, e, proc) in enumerate(_started):
-            if m == module and e == env and proc.poll() is None:
-                return _started.pop(i)[2]
+        for i, w in enumerate(_started):
+            if (w.module, w.env, w.n) == (module, env, n):
+                return _started.pop(i)
     return None
 
 
 def _end_started() -> None:
     with _started_lock:
-        for _, _, proc in _started:
-            proc.kill()
-            proc.wait()
+        for w in _started:
+            w.kill()
+            w.pool.shutdown(wait=True, cancel_futures=True)
         _started.clear()
-
-
-def _drive(fn: Callable[[Any], Any], todo: queue.SimpleQueue[Any],
-           results: queue.SimpleQueue[tuple[bool, Any] | None], stop: threading.Event,
-           env: dict[str, str]) -> None:
-    """One worker process: send it jobs until none is left or ``stop`` is set.
-
-    The worker imports ``fn``'s module, then says it is ready; only then is a job taken,
-    so that a job waits for whoever is free first (another worker, or the caller)
-    rather than for a process still starting."""
-    proc = _take_started(fn.__module__, env) or _spawn(fn.__module__, env)
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        if proc.stdout.read(len(_READY)) != _READY:
-            results.put((False, WorkerDied(
-                f"a convert worker process did not start (exit status {proc.wait()})")))
-            return
-        while not stop.is_set():
-            try:
-                job = todo.get_nowait()
-            except queue.Empty:
-                break
-            try:
-                pickle.dump((fn, job), proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-                proc.stdin.flush()
-                results.put(pickle.load(proc.stdout))
-            except (EOFError, OSError, pickle.UnpicklingError):
-                code = proc.poll()
-                results.put((False, WorkerDied(
-                    f"a convert worker process ended without answering (exit status {code})"
-                )))
-                break
-    finally:
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
-        proc.wait()
-        results.put(None)
-
-
-def _portable(e: BaseException) -> BaseException:
-    """``e`` if it survives pickling, else a RuntimeError that says what it was."""
-    try:
-        pickle.loads(pickle.dumps(e))
-        return e
-    except Exception:
-        return RuntimeError(f"{type(e).__name__}: {e}")
-
-
-#: What a worker process writes once it is ready for jobs.
-_READY = b"ready\n"
-
-
-def _serve(stdin: IO[bytes], stdout: IO[bytes], preload: Sequence[str] = ()) -> None:
-    for module in preload:
-        importlib.import_module(module)
-    stdout.write(_READY)
-    stdout.flush()
-    while True:
-        try:
-            fn, job = pickle.load(stdin)
-        except EOFError:
-            return
-        try:
-            answer: tuple[bool, Any] = (True, fn(job))
-        except Exception as e:
-            answer = (False, _portable(e))
-        pickle.dump(answer, stdout, protocol=pickle.HIGHEST_PROTOCOL)
-        stdout.flush()
 
 
 class Ray:
@@ -282,16 +269,3 @@ class Ray:
         finally:
             if started:
                 ray.shutdown()
-
-
-if __name__ == "__main__":
-    from neurontrace.workers.settings import arrow_without_pandas, before_imports
-
-    before_imports()
-    arrow_without_pandas()
-    _stdout = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
-    try:
-        _serve(sys.stdin.buffer, _stdout, sys.argv[1:])
-    except (BrokenPipeError, KeyboardInterrupt):
-        pass

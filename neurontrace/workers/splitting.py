@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from neurontrace.workers.executors import READ_WORKERS, prestart
+from neurontrace.workers import executors
+from neurontrace.workers.executors import READ_WORKERS
 
 #: Files smaller than two of these are read in one go; no chunk is smaller, unless it is
 #: the last ...
@@ -78,4 +79,4 @@ def start_workers(path: Path) -> None:
     """
     n = processes(path)
     if n > 1:
-        prestart(CHUNKS_MODULE, n - 1, ONE_THREAD)
+        executors.prestart(CHUNKS_MODULE, n - 1, ONE_THREAD)
