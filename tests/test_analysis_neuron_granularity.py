@@ -37,3 +37,21 @@ def test_without_executions_the_instructions_are_the_work() -> None:
     # and ActiveTime, a summary of the same busy time, is never counted as work
     with_active = lf.filter(pl.col("category") != "ActiveTime")
     assert analyses.ops(with_active, layer="device").equals(analyses.ops(lf, layer="device"))
+
+
+EPS_COPY = Path(__file__).parent.parent / "fixtures" / "neuron" / "explorer_eps_copy"
+
+
+def test_on_an_explorer_only_capture_the_eps_copy_belongs_to_aten_add() -> None:
+    """Issue 15, 7: with no Kineto trace the framework rows are SystemProfileEvents'; the
+    seed's 4-byte eps write, linked by its flow id to aten::_to_copy only, is the user's
+    aten::add's (via aten::_to_copy), as on a Kineto capture."""
+    lf = analyses.events(EPS_COPY)
+    rows = lf.collect()
+    assert set(rows.filter(pl.col("layer") == "framework")["role"]) == {"operator"}
+    write = rows.filter(pl.col("name") == "nrt_tensor_write").row(0, named=True)
+    names = dict(rows.select("row", "name").iter_rows())
+    assert (names[write["framework_row"]], write["link"]) == ("aten::_to_copy", "flow")
+    got = analyses.copies(lf)
+    assert got.select("op", "via", "direction", "bytes", "tiny").rows() == [
+        ("aten::add", "aten::_to_copy", "h2d", 4, True)]
