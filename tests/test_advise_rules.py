@@ -5,6 +5,8 @@ finding."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -310,3 +312,47 @@ def test_a_trace_without_device_rows_gets_no_device_finding(run: dict[str, Any])
     lf = _build({**run, "device": False})
     assert lf.filter(pl.col(S.LAYER) == S.DEVICE).collect().height == 0
     assert all(f.scope != "device" for f in advise(lf))
+
+
+# -- compilation --------------------------------------------------------------------------
+
+COMPILING = '''
+import sys, torch
+from torch.profiler import profile, ProfilerActivity, record_function
+def f(x): return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+g = torch.compile(f, backend="eager")
+with profile(activities=[ProfilerActivity.CPU]) as p:
+    for i, shape in enumerate([(4, 64), (4, 64), (4, 32, 3)], 1):
+        with record_function(f"ProfilerStep#{i}"):
+            g(torch.randn(*shape))
+p.export_chrome_trace(sys.argv[1])
+'''
+
+
+def test_a_compile_and_a_recompile_inside_the_steps_are_found(tmp_path: Path) -> None:
+    """A real torch.compile run (the eager backend: dynamo compiles, nothing is
+    generated) profiled from its first call: step 1 compiles, step 2 runs the cached
+    graph, step 3 gets a tensor of another rank and recompiles."""
+    pytest.importorskip("torch")
+    out = tmp_path / "compiling.json"
+    done = subprocess.run([sys.executable, "-c", COMPILING, str(out)], capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    (f,) = [f for f in advise(A.events(out)) if f.rule == "compile-in-steps"]
+    assert f.evidence["compile_ids"] == ["0/0", "0/1"]
+    assert f.evidence["recompiles"] == ["0/1"]
+    assert f.evidence["steps"] == [1, 3]
+    assert f.at_stake_ns == (f.evidence["compile_ns"] // 3,) * 2
+    assert f.scope == "host"
+    # most of steps 1 and 3 is compiling
+    steps = A.steps(A.events(out)).sort("step")
+    walls = dict(zip(steps.get_column("step"), steps.get_column("wall_ns"), strict=True))
+    for step in (1, 3):
+        assert f.evidence["per_step"][str(step)] > walls[step] / 2
+
+
+@pytest.mark.parametrize("path", [trace(CUDA, "compiled"), trace(CPU, "compiled")],
+                         ids=["cuda", "cpu"])
+def test_a_compiled_run_warmed_up_before_profiling_compiles_nothing_in_its_steps(
+        path: Path) -> None:
+    assert by_rule(path, "compile-in-steps") == []

@@ -20,7 +20,15 @@ from __future__ import annotations
 
 import polars as pl
 
-from neurontrace.analyses.advice import dominant, fusion, host_scalar, idle, outliers, sync
+from neurontrace.analyses.advice import (
+    compilation,
+    dominant,
+    fusion,
+    host_scalar,
+    idle,
+    outliers,
+    sync,
+)
 from neurontrace.analyses.advice.base import (
     DEVICE,
     HOST,
@@ -35,7 +43,7 @@ from neurontrace.analyses.advice.base import (
 
 #: The rule modules, in order: each has ``RULE`` (its stable id) and ``find`` (a
 #: :data:`~.base.Rule`: facts -> findings).
-MODULES = (fusion, host_scalar, dominant, sync, idle, outliers)
+MODULES = (fusion, host_scalar, dominant, sync, idle, outliers, compilation)
 #: rule id -> rule, in order.
 RULES: dict[str, Rule] = {m.RULE: m.find for m in MODULES}
 

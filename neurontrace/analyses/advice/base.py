@@ -235,3 +235,8 @@ def per_step(total_ns: float, facts: Facts) -> int:
 def us(ns: float) -> str:
     """Nanoseconds as microseconds in words (for titles): ``41.5 µs``."""
     return f"{ns / 1e3:.1f} µs" if ns < 1e6 else f"{ns / 1e6:.2f} ms"
+
+
+def count(v: float) -> str:
+    """A count per step in words: ``3``, ``0.67``, ``1.5``."""
+    return f"{v:.2f}".rstrip("0").rstrip(".")

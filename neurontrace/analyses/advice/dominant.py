@@ -19,7 +19,7 @@ from __future__ import annotations
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.analyses.advice.base import DEVICE, HOST, Facts, Finding, us
+from neurontrace.analyses.advice.base import DEVICE, HOST, Facts, Finding, count, us
 
 RULE = "dominant-op"
 #: The least share of the time that makes an op dominant.
@@ -44,7 +44,7 @@ def find(facts: Facts) -> list[Finding]:
     at = int(top["time"])
     calls = top["calls"] / facts.windows
     title = (f"{top['name']} takes {share:.1%} of {of}: {us(at)} a step "
-             f"in {calls:g} call(s)")
+             f"in {count(calls)} call(s)")
     evidence = {"share_of_time": share, "calls_per_step": calls,
                 "time_ns_per_step": at, "next": table.row(1, named=True)["name"]}
     hint = ("look at this op first: fewer calls (is it repeated on the same data?), a "

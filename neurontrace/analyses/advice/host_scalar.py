@@ -23,7 +23,7 @@ import polars as pl
 
 from neurontrace import schema as S
 from neurontrace.analyses import vocab as V
-from neurontrace.analyses.advice.base import DEVICE, Facts, Finding, per_step, us
+from neurontrace.analyses.advice.base import DEVICE, Facts, Finding, count, per_step, us
 
 RULE = "host-scalar"
 
@@ -67,7 +67,7 @@ def find(facts: Facts) -> list[Finding]:
         n = group.height
         nbytes = int(group.get_column(S.BYTES).max())  # type: ignore[arg-type]
         title = (f"{op} copies a {nbytes}-byte host value to the device "
-                 f"{n / facts.windows:g} time(s) a step: {us(at)} a step of copy and wait")
+                 f"{count(n / facts.windows)} time(s) a step: {us(at)} a step of copy and wait")
         evidence = {
             "via": via, "copies": n, "copies_per_step": n / facts.windows,
             "bytes": nbytes, "copy_ns_per_step": per_step(copies_ns, facts),
