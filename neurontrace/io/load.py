@@ -149,7 +149,10 @@ def _dataset_parts(folder: Path) -> list[Part]:
     for f in store._files(folder):
         try:
             meta = pq.read_metadata(f)
-            column = meta.schema.to_arrow_schema().get_field_index(S.RANK)
+            schema = meta.schema.to_arrow_schema()
+            column = schema.get_field_index(S.RANK)
+            if column < 0 or schema.field(column).type != pa.int64():
+                raise ValueError("no rank column")
             lows, highs = [], []
             for g in range(meta.num_row_groups):
                 stats = meta.row_group(g).column(column).statistics
@@ -157,8 +160,8 @@ def _dataset_parts(folder: Path) -> list[Part]:
                     raise ValueError("no statistics")
                 lows.append(int(stats.min))
                 highs.append(int(stats.max))
-        except (pa.ArrowException, OSError, ValueError):
-            continue  # store.scan says what is wrong with the file
+        except (pa.ArrowException, OSError, ValueError, TypeError, IndexError):
+            continue  # not a file of ours: store.scan says what is wrong with it
         if lows and max(highs) - min(lows) < 1 << 16:
             parts.append(Part(str(f), frozenset(range(min(lows), max(highs) + 1))))
     return parts
