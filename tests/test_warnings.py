@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,22 @@ def test_older_kineto_numbering_of_runtime_calls_is_normal_and_not_warned(name: 
     work = lf.filter(pl.col("layer") == "device", pl.col("role").is_in(["compute", "transfer"]))
     linked = work.select(pl.col("framework_row").is_not_null().mean()).collect().item()
     assert linked is None or linked > 0.99  # cupti_profiler has ranges only, no work
+
+
+def test_a_converted_capture_run_folder_is_refused_naming_its_event_tables(
+        tmp_path: Path) -> None:
+    # What `neurontrace capture` leaves (each variant's trace and its events.parquet):
+    # the folder is then a dataset of three rank-0 tables, refused like the traces.
+    run = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "capture" / "cpu", run)
+    tables = []
+    for variant in ("compiled", "naive", "rms_norm"):
+        tables.append(run / variant / "events.parquet")
+        neurontrace.convert(run / variant / "trace.json.gz", tables[-1])
+    done = CliRunner().invoke(cli, ["report", str(run)])
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1
+    assert f"{run}: 3 traces that are not the ranks of one run (3 of them are rank 0: " \
+           f"{tables[0]}, {tables[1]}, {tables[2]})" in done.stderr
+    compare = "neurontrace compare " + " ".join(map(str, tables))
+    assert done.stderr.rstrip().endswith(f"side by side ({compare})")
+    assert CliRunner().invoke(cli, ["compare", *map(str, tables)]).exit_code == 0
