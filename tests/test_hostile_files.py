@@ -370,7 +370,7 @@ def split(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFact
     real = chunks.join
 
     def join(reader: object, path: Path, done: list[chunks.Result], spills: object,
-             diag: object) -> chunks.Read:
+             diag: object) -> chunks.Spilled:
         files = [p for r in done for p in r.flows.pieces if isinstance(p, Path)]
         seen.append(sorted(p.name for p in files[0].parent.iterdir()) if files else [])
         return real(reader, path, done, spills, diag)  # type: ignore[arg-type]

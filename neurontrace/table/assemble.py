@@ -26,7 +26,7 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, Source
 from neurontrace.table import chunks
-from neurontrace.table.chunks import Read
+from neurontrace.table.chunks import Spilled
 from neurontrace.table.spill import FrameSpiller, SpilledFrames, read_batches, spill_all, temporary
 from neurontrace.table.sweep import derive
 
@@ -98,7 +98,7 @@ class Assembled:
 
 
 def read(src: Source, diag: Diagnostics, progress: Progress | None,
-         workdir: Path | None) -> Read:
+         workdir: Path | None) -> Spilled:
     """Read ``src`` and spill it: in chunks in parallel when its reader can and the file
     is large (:mod:`neurontrace.table.chunks`), else whole; the same table either way."""
     if src.divisible is not None:
@@ -115,7 +115,7 @@ def read(src: Source, diag: Diagnostics, progress: Progress | None,
     except BaseException:
         flows.discard()
         raise
-    return Read(ev, spills, narrow, flows.finish())
+    return Spilled(ev, spills, narrow, flows.finish())
 
 
 def assemble(src: Source, diag: Diagnostics, progress: Progress | None = None,
@@ -146,7 +146,7 @@ def assemble(src: Source, diag: Diagnostics, progress: Progress | None = None,
     return Assembled(derived, done.spills, ev, r)
 
 
-def _flows(ev: Events, done: Read) -> SpilledFrames | None:
+def _flows(ev: Events, done: Spilled) -> SpilledFrames | None:
     """The flow events for the derivations: ``ev.flows`` as a table when they fit in
     memory (the streamed ones, then the reader's whole table), else the files (None
     returned: they are in ``ev.flows``)."""

@@ -73,7 +73,7 @@ class Result:
 
 
 @dataclass
-class Read:
+class Spilled:
     """A file read (whole or in chunks) and spilled: its fields, the spill files in row
     order, the rows' narrow columns and the flow events the reader streamed."""
 
@@ -115,7 +115,7 @@ def read_chunk(job: Job, progress: Progress | None = None, here: bool = False) -
 
 
 def read(reader: Divisible, path: Path, chunks: list[Chunk], diag: Diagnostics,
-         progress: Progress | None, workdir: Path | None) -> Read | None:
+         progress: Progress | None, workdir: Path | None) -> Spilled | None:
     """Decode ``chunks`` of ``path`` in parallel; None when the file must be read whole
     (nothing of the chunks is left then)."""
     size = path.stat().st_size
@@ -183,7 +183,7 @@ def read(reader: Divisible, path: Path, chunks: list[Chunk], diag: Diagnostics,
 
 
 def join(reader: Divisible, path: Path, done: list[Result], spills: list[Path],
-         diag: Diagnostics) -> Read:
+         diag: Diagnostics) -> Spilled:
     """The chunks' results (and spill files), in order, as one read of the file."""
     ev = reader.join(path, [r.summary for r in done])
     narrow, flows = SpilledFrames(), SpilledFrames()
@@ -192,7 +192,7 @@ def join(reader: Divisible, path: Path, done: list[Result], spills: list[Path],
         assert r.narrow is not None
         narrow.extend(r.narrow)
         flows.extend(r.flows)
-    return Read(ev, spills, narrow, flows)
+    return Spilled(ev, spills, narrow, flows)
 
 
 def _limit(start: int, stop: int, size: int) -> int:
