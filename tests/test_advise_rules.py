@@ -130,6 +130,9 @@ def test_known_patterns_are_found_inside_longer_chains() -> None:
     assert fusion_rule.known(["aten::amax", "aten::sub", "aten::exp", "aten::sum",
                               "aten::div"]).name == "softmax"
     assert fusion_rule.known(["aten::mul", "aten::add"]) is None
+    # a short pattern names only a chain that is exactly it
+    assert fusion_rule.known(["aten::sigmoid", "aten::mul", "aten::mul"]).name == "SiLU gating"
+    assert fusion_rule.known(["aten::sigmoid", "aten::mul", "aten::mul", "aten::tanh"]) is None
     assert fusion_rule.base_name("aten::mul_") == "mul"
     assert fusion_rule.base_name("aten::_to_copy") == "_to_copy"
 
@@ -177,29 +180,80 @@ def test_a_single_op_is_not_called_dominant() -> None:
 # -- sync, idle, outliers -------------------------------------------------------------------
 
 def test_the_synchronize_in_each_step_is_found() -> None:
-    (f,) = by_rule(trace(CUDA, "naive"), "sync-in-loop")
-    assert [s["name"] for s in f.evidence["syncs"]] == ["cudaDeviceSynchronize"]
-    assert f.evidence["syncs"][0]["per_step"] == 1
+    lf = _table([[("aten::mm", 5_000, 10_000, 5_000, False)]] * 3, stepped=True,
+                device=True, sync=True)
+    found = [f for f in advise(lf) if f.rule == "sync-in-loop"]
+    # the device idles 2 µs a step while the host synchronises: the gaps analysis says
+    # how much of it is the sync's (it ranks the causes)
+    sync_ns = int(Facts(lf).steps.get_column("sync_ns").sum())
+    assert len(found) == (1 if sync_ns else 0)
+    for f in found:
+        assert [(s["name"], s["per_step"]) for s in f.evidence["syncs"]] == [
+            ("cudaDeviceSynchronize", 1)]
+        assert f.at_stake_ns == (sync_ns // 3, sync_ns // 3)
+
+
+def test_the_sync_finding_on_the_cuda_capture_is_the_sync_idle_of_its_steps() -> None:
+    # torch.cuda.synchronize() in every step of the study; a finding only where the
+    # device idles because of it
     steps = A.steps(lf_of(trace(CUDA, "naive")))
-    assert f.at_stake_ns[0] == int(steps.get_column("sync_ns").sum()) // steps.height
+    idle = int(steps.get_column("sync_ns").sum()) // steps.height
+    assert [f.at_stake_ns for f in by_rule(trace(CUDA, "naive"), "sync-in-loop")] == (
+        [(idle, idle)] if idle else [])
 
 
 @pytest.mark.parametrize("path", [trace(CUDA, "naive"), NEURON], ids=["cuda", "neuron"])
 def test_the_idle_device_is_split_by_cause(path: Path) -> None:
     (f,) = by_rule(path, "launch-bound")
     causes = f.evidence["idle_ns_per_step_by_cause"]
-    assert f.at_stake_ns[0] == causes["host_dispatch"] + causes["launch_latency"]
-    assert causes["host_dispatch"] > 0 and causes["launch_latency"] > 0
+    assert f.at_stake_ns[0] == causes["host_dispatch"] + causes["launch_latency"] > 0
+    # the split is the gaps analysis's, per step
+    lf = lf_of(path)
+    table = A.steps(lf) if A.steps(lf).height else A.gaps(lf).devices
+    windows = A.steps(lf).height or 1
+    assert causes == {c: int(table.get_column(f"{c}_ns").sum()) // windows for c in causes}
     assert f.evidence["idle_share"] >= 0.3
     assert all(g["op_before"] and g["op_after"] for g in f.evidence["longest_gaps"])
+
+
+def grown_most(lf: pl.LazyFrame, step: int) -> str:
+    """The part of ``step`` (busy, idle by cause, host only) most above its median."""
+    table = A.steps(lf)
+    parts = [c for c in table.columns if c.endswith("_ns") and c not in (
+        "start_ns", "wall_ns", "idle_ns")]
+    row = table.filter(pl.col("step") == step).row(0, named=True)
+    grown = {c: row[c] - table.get_column(c).median() for c in parts}
+    return max(grown, key=lambda c: grown[c]).removesuffix("_ns")
 
 
 def test_the_warm_up_step_is_an_outlier_and_said_to_be_one() -> None:
     (f,) = by_rule(trace(CUDA, "naive"), "step-outliers")
     (step,) = f.evidence["steps"]
     assert step["step"] == 1 and step["first"]
-    assert step["more"][0]["part"] == "host_only"
+    assert step["more"][0]["part"] == grown_most(lf_of(trace(CUDA, "naive")), 1)
     assert "warm-up" in f.hint
+
+
+def test_a_slow_step_that_is_not_the_first_is_not_called_a_warm_up() -> None:
+    usual = [("aten::mm", 5_000, 10_000, 5_000, False)]
+    slow = [("aten::mm", 400_000, 10_000, 5_000, False)]
+    lf = _table([usual, usual, slow, usual], stepped=True, device=True, sync=False)
+    (f,) = [f for f in advise(lf) if f.rule == "step-outliers"]
+    (step,) = f.evidence["steps"]
+    assert step["step"] == 3 and not step["first"]
+    assert step["more"][0]["part"] == grown_most(lf, 3)
+    assert step["excess_ns"] > 300_000  # the op 395 µs longer
+    assert sum(m["ns"] for m in step["more"]) >= 0.9 * step["excess_ns"]
+    assert "warm-up" not in f.hint
+    assert f.at_stake_ns[0] == step["excess_ns"] // 4
+
+
+def test_a_sync_that_leaves_no_device_idle_is_no_finding() -> None:
+    # one step: the synchronize comes after the last kernel, no later work waits on it
+    lf = _table([[("aten::mm", 5_000, 10_000, 5_000, False)]], stepped=True, device=True,
+                sync=True)
+    assert Facts(lf).steps.get_column("sync_ns").sum() == 0
+    assert [f for f in advise(lf) if f.rule == "sync-in-loop"] == []
 
 
 def test_a_cpu_trace_gets_no_device_finding() -> None:
@@ -273,9 +327,10 @@ def _table(plan: list[list[tuple[str, int, int, int, bool]]], stepped: bool, dev
                                   correlation=corr, framework_row=op_row, track=Y.STREAM7,
                                   device=0, step=step))
             t += host + gap + kernel + 700
-        if sync and device:
-            rows.append(Y.rt("cudaDeviceSynchronize", t, 2_000, category="cuda_runtime",
-                             step=step))
+        if sync and device:  # from the last kernel's start to 2 µs after it ends
+            start = t - (calls[-1][2] + 700 if calls and calls[-1][2] else 0)
+            rows.append(Y.rt("cudaDeviceSynchronize", start, t + 2_000 - start,
+                             category="cuda_runtime", step=step))
             t += 2_000
         if stepped:
             rows[first] = {**rows[first], S.DUR_NS: t - rows[first][S.START_NS]}

@@ -34,7 +34,7 @@ def findings(records: Sequence[Mapping[str, Any]], total: int, name: str) -> lis
     """``neurontrace advise``: ``records`` (the findings shown, in order) of ``total``
     found in ``name``."""
     if not total:
-        return [heading(name), "", "No findings: no rule's condition holds in this trace."]
+        return [heading(name), "", "No findings: no rule finds time at stake in this trace."]
     shown = (f"{total} finding(s)" if len(records) == total
              else f"{len(records)} of {total} findings")
     out = [heading(name) + f"  ({shown}, most severe first)"]

@@ -54,10 +54,11 @@ __all__ = [
 
 
 def advise(lf: pl.LazyFrame) -> list[Finding]:
-    """Every rule's findings on ``lf``: most severe first, then most time at stake (the
-    high end, then the low end), then in :data:`RULES` order."""
+    """Every rule's findings on ``lf`` that have time at stake (a condition that holds
+    but costs nothing measurable is no advice): most severe first, then most time at
+    stake (the high end, then the low end), then in :data:`RULES` order."""
     facts = Facts(lf)
-    found = [f for rule in RULES.values() for f in rule(facts)]
+    found = [f for rule in RULES.values() for f in rule(facts) if f.at_stake_ns[1] > 0]
     order = {rule: i for i, rule in enumerate(RULES)}
     return sorted(found, key=lambda f: (-SEVERITIES.index(f.severity), -f.at_stake_ns[1],
                                         -f.at_stake_ns[0], order[f.rule]))

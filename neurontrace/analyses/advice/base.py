@@ -233,8 +233,10 @@ def per_step(total_ns: float, facts: Facts) -> int:
 
 
 def us(ns: float) -> str:
-    """Nanoseconds as microseconds in words (for titles): ``41.5 µs``."""
-    return f"{ns / 1e3:.1f} µs" if ns < 1e6 else f"{ns / 1e6:.2f} ms"
+    """A time in words (for titles): ``41.5 µs``, ``2.37 ms``, ``9.787 s``."""
+    if ns < 1e6:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns / 1e6:.2f} ms" if ns < 1e9 else f"{ns / 1e9:.3f} s"
 
 
 def count(v: float) -> str:

@@ -1,9 +1,10 @@
 """Rule ``dominant-op``: one op takes most of the time.
 
-**Condition.** Of two or more ops, one takes at least :data:`DOMINANT` of the time of a
-typical step: of the device time by the op that launched it (as :func:`.ops.device_ops`),
-or, on a trace without device work, of the time of the operators the user's code called
-directly (each top-level operator's duration; its CPU kernels run inside it). An op's
+**Condition.** Of two or more ops, one (not ``(unlinked)`` work) takes at least
+:data:`DOMINANT` of the time of a typical step: of the device time by the op that
+launched it (as :func:`.ops.device_ops`), or, on a trace without device work, of the time
+of the operators the user's code called directly (each top-level operator's duration;
+its CPU kernels run inside it). An op's
 time in a typical step is the median over the steps of its time in each (at most its
 mean), so that a warm-up or stalled step weighs nothing (:func:`typical`)::
 
@@ -20,6 +21,7 @@ import polars as pl
 
 from neurontrace import schema as S
 from neurontrace.analyses.advice.base import DEVICE, HOST, Facts, Finding, count, us
+from neurontrace.analyses.ops import UNLINKED
 
 RULE = "dominant-op"
 #: The least share of the time that makes an op dominant.
@@ -35,9 +37,10 @@ def find(facts: Facts) -> list[Finding]:
         of += " in the steps"
     table = typical(members, facts)
     total = float(table.get_column("time").sum()) if table.height else 0.0
-    if table.height < 2 or total <= 0:
+    ops = table.filter(pl.col("name") != UNLINKED)  # work no op launched is no candidate
+    if table.height < 2 or total <= 0 or not ops.height:
         return []
-    top = table.row(0, named=True)
+    top = ops.row(0, named=True)
     share = top["time"] / total
     if share < DOMINANT:
         return []
@@ -45,8 +48,9 @@ def find(facts: Facts) -> list[Finding]:
     calls = top["calls"] / facts.windows
     title = (f"{top['name']} takes {share:.1%} of {of}: {us(at)} a step "
              f"in {count(calls)} call(s)")
-    evidence = {"share_of_time": share, "calls_per_step": calls,
-                "time_ns_per_step": at, "next": table.row(1, named=True)["name"]}
+    others = table.filter(pl.col("name") != top["name"])
+    evidence = {"share_of_time": share, "calls_per_step": calls, "time_ns_per_step": at,
+                "next": others.row(0, named=True)["name"]}
     hint = ("look at this op first: fewer calls (is it repeated on the same data?), a "
             "fused version (see the fusion findings), a lower precision or a better layout")
     return [facts.finding(RULE, scope, title, (str(top["name"]),), (at, at), evidence, hint,

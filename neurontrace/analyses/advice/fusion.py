@@ -35,8 +35,9 @@ same bandwidth, and they count device time only: the idle gaps inside the chain
 (reported, ``idle_ns_per_step``) go too when the launches do, an extra saving of wall
 time not in the range.
 
-**Known patterns** (:data:`PATTERNS`): a chain holding one of these op sequences is named
-after it, with its fused replacement; any other chain gets ``torch.compile``.
+**Known patterns** (:data:`PATTERNS`): a chain that is one of these op sequences (or, for
+one of :data:`INSIDE` ops or more, holds it) is named after it, with its fused
+replacement; any other chain gets ``torch.compile``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ REDUCTIONS = frozenset({
 })
 #: A member lasting at least this share of the chain's longest is full-size.
 FULL_SIZE = 0.25
+#: Patterns of at least this many ops are named inside a longer chain too.
+INSIDE = 5
 
 
 @dataclass(frozen=True)
@@ -117,11 +120,14 @@ def fusable(op: str) -> bool:
 
 
 def known(ops: Sequence[str]) -> Pattern | None:
-    """The first pattern found as a run of consecutive ops of ``ops``."""
+    """The first pattern that is ``ops``, or, for a pattern of at least :data:`INSIDE`
+    ops, that is found as a run of consecutive ops of ``ops`` (a short one, such as
+    ``sigmoid, mul, mul``, is too common a piece of longer chains to name them)."""
     names = [base_name(o) for o in ops]
     for p in PATTERNS:
         n = len(p.steps)
-        for i in range(len(names) - n + 1):
+        last = len(names) - n + 1 if n >= INSIDE else (1 if len(names) == n else 0)
+        for i in range(last):
             if all(names[i + k] in p.steps[k] for k in range(n)):
                 return p
     return None
@@ -199,8 +205,11 @@ def _finding(facts: Facts, c: _Chain, scope: str) -> Finding:
     pattern = known(c.ops)
     where = "on the device" if scope == DEVICE else "on the host"
     short = ", ".join(base_name(o) for o in c.ops)
-    what = f"{pattern.name} written out as {len(c.ops)} ops" if pattern else \
-        f"{len(c.ops)} elementwise/reduction ops in a row"
+    if pattern and len(pattern.steps) == len(c.ops):
+        what = f"{pattern.name} written out as {len(c.ops)} ops"
+    else:
+        what = f"{len(c.ops)} elementwise/reduction ops in a row" + (
+            f", a {pattern.name} among them" if pattern else "")
     title = (f"{what} ({short}): {us(total * per_step)} {where} a step, "
              f"a fused kernel would save {us(at_stake[0])} to {us(at_stake[1])}")
     hint = (pattern.hint if pattern else
