@@ -21,9 +21,11 @@ Terms, per device or per track::
 - **busy**: the union of the work's intervals; **idle** = span - busy.
 - **gap**: a stretch of idle time between two pieces of work; ``before`` and ``after``
   name the work that ends it on the left and starts it on the right.
-- **cause** of a gap, from what overlaps it in the other layers of the same rank. Each
-  instant of the gap is explained by the first of these that holds at that instant,
-  and the gap's cause is the one explaining the most of it (ties in this order):
+- **cause**, from what overlaps the gap in the other layers of the same rank. Each
+  instant of a gap is explained by the first of these that holds at that instant; a
+  cause's total (``<cause>_ns``) is the time it explains, so the totals add up to the
+  idle time; a listed gap's ``cause`` is the one explaining most of it (ties in this
+  order):
 
   1. ``h2d_copy``: a host-to-device copy (runtime call or transfer on another track)
      is in progress: the device waits for data;
@@ -66,10 +68,12 @@ class Gaps:
     device, label`` (its tracks' common name, e.g. ``GPU 0``), ``tracks`` (how many of its
     tracks have work), ``start_ns`` (of its first work), ``span_ns`` (first start to last
     end), ``busy_ns`` (the union of all its work), ``idle_ns = span_ns - busy_ns``,
-    ``gaps`` (how many gaps are listed) and ``<cause>_ns`` (idle time per cause).
+    ``gaps`` (how many gaps are listed) and ``<cause>_ns`` (idle time per cause, split
+    instant by instant: they add up to ``idle_ns``).
 
     ``device_gaps``: ``rank, device, label, start_ns, dur_ns, cause, before, after``: the
-    stretches when no stream of the device had work, by device and time.
+    stretches when no stream of the device had work, by device and time; ``cause`` is
+    the one explaining most of the gap.
 
     ``tracks``: the same per device track (``rank, track, device, start_ns, span_ns, ...``),
     a detail; ``gaps``: ``rank, track, start_ns, dur_ns, cause, before, after``, each
@@ -82,6 +86,96 @@ class Gaps:
     device_gaps: pl.DataFrame
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What the idle-time analyses (:func:`gaps`, :func:`.steps.steps`) read from the
+    events, read in one pass (:func:`inputs`).
+
+    ``work``: device work of non-zero length: ``row, rank, track, device, name, start,
+    end, launch`` (``device`` the row's ``device``, else its ``pid``; ``launch`` the start
+    of the runtime call that launched it, null when unknown). ``copy``, ``held``,
+    ``host``: per rank, ``rank, start, end``, the unions of the host-to-device copies; of
+    copies and synchronisations; of copies, synchronisations and framework ops (each
+    inside the next).
+    """
+
+    work: pl.DataFrame
+    copy: pl.DataFrame
+    held: pl.DataFrame
+    host: pl.DataFrame
+
+
+def inputs(lf: pl.LazyFrame) -> Inputs:
+    """The rows of ``lf`` the idle-time analyses need, read in one pass (see
+    :class:`Inputs`)."""
+    end = pl.col(S.START_NS) + pl.col(S.DUR_NS)
+    is_work = V.is_device_work() & (pl.col(S.DUR_NS) > 0)
+    is_runtime = (pl.col(S.LAYER) == S.RUNTIME) & V.is_span()
+    linked = pl.col(S.CORRELATION).is_not_null() | (pl.col(S.FLOW_IDS).list.len() > 0)
+    frame = (
+        lf.select(
+            S.ROW, S.RANK, S.TRACK, S.START_NS, S.CORRELATION,
+            pl.when(is_work | is_runtime).then(pl.col(S.FLOW_IDS)).alias(S.FLOW_IDS),
+            pl.when(is_work).then(pl.col(S.NAME)).alias(S.NAME),
+            pl.coalesce(pl.col(S.DEVICE_COL), pl.col(S.PID)).alias(S.DEVICE_COL),
+            end=end,
+            _work=is_work,
+            _launcher=is_runtime & linked,
+            _copy=V.is_copy() & (pl.col(S.DIRECTION) == V.H2D),
+            _sync=V.is_sync(),
+            _op=V.is_op(),
+        )
+        .filter(pl.any_horizontal("_work", "_launcher", "_copy", "_sync", "_op"))
+        .collect()
+    )
+    spans = frame.lazy().select(S.RANK, "_copy", "_sync", "_op", start=S.START_NS, end="end")
+    copy, held, host = pl.collect_all([
+        I.union(spans.filter("_copy"), [S.RANK]),
+        I.union(spans.filter(pl.col("_copy") | pl.col("_sync")), [S.RANK]),
+        I.union(spans.filter(pl.col("_copy") | pl.col("_sync") | pl.col("_op")), [S.RANK]),
+    ])
+    work = frame.filter("_work").select(
+        S.ROW, S.RANK, S.TRACK, S.DEVICE_COL, S.NAME, S.CORRELATION, S.FLOW_IDS,
+        start=S.START_NS, end="end",
+    )
+    launchers = frame.filter("_launcher").select(S.RANK, S.START_NS, S.CORRELATION,
+                                                 S.FLOW_IDS)
+    return Inputs(work=_with_launch(work, launchers), copy=copy, held=held, host=host)
+
+
+def _with_launch(work: pl.DataFrame, launchers: pl.DataFrame) -> pl.DataFrame:
+    """``work`` with ``launch``: the start of the runtime call that launched it.
+
+    Found through ``correlation`` (CUDA, and any reader that fills it), else through a
+    flow arrow shared with a runtime row (Neuron's dispatch -> runtime -> hardware flows).
+    """
+    by_corr = (
+        launchers.filter(pl.col(S.CORRELATION).is_not_null())
+        .group_by(S.RANK, S.CORRELATION)
+        .agg(launch=pl.col(S.START_NS).min())
+    )
+    work = work.join(by_corr, on=[S.RANK, S.CORRELATION], how="left")
+    unmatched = work.filter(pl.col("launch").is_null() & (pl.col(S.FLOW_IDS).list.len() > 0))
+    if unmatched.height:
+        wanted = unmatched.select(S.ROW, S.RANK, _fid=pl.col(S.FLOW_IDS)).explode("_fid")
+        by_flow = (
+            launchers.filter(pl.col(S.FLOW_IDS).list.len() > 0)
+            .select(S.RANK, S.START_NS, _fid=pl.col(S.FLOW_IDS))
+            .explode("_fid")
+            .join(wanted.select(S.RANK, "_fid").unique(), on=[S.RANK, "_fid"])
+            .group_by(S.RANK, "_fid")
+            .agg(_flow=pl.col(S.START_NS).min())
+        )
+        flows = (
+            wanted.join(by_flow, on=[S.RANK, "_fid"])
+            .group_by(S.ROW)
+            .agg(pl.col("_flow").min())
+        )
+        work = work.join(flows, on=S.ROW, how="left").with_columns(
+            launch=pl.coalesce("launch", "_flow"))
+    return work.select(S.ROW, S.RANK, S.TRACK, S.DEVICE_COL, S.NAME, "start", "end", "launch")
+
+
 def gaps(lf: pl.LazyFrame, min_gap_ns: int = 0) -> Gaps:
     """Idle time per device and per device track, and each gap with its cause (see the
     module docstring).
@@ -89,17 +183,20 @@ def gaps(lf: pl.LazyFrame, min_gap_ns: int = 0) -> Gaps:
     ``min_gap_ns`` limits the listed gaps (and the ``gaps`` counts) to those lasting at
     least that long; ``idle_ns`` and the per-cause totals always include every gap.
     """
-    names = (
-        work(lf).group_by(*TRACK_KEYS)
-        .agg(pl.col(S.DEVICE_COL).first(),
-             label=pl.col(S.TRACK).first().str.split(" / ").list.first())
-        .collect()
+    return gaps_of(inputs(lf), min_gap_ns)
+
+
+def gaps_of(read: Inputs, min_gap_ns: int = 0) -> Gaps:
+    """:func:`gaps` from what :func:`inputs` read."""
+    names = read.work.group_by(*TRACK_KEYS).agg(
+        pl.col(S.DEVICE_COL).first(),
+        label=pl.col(S.TRACK).first().str.split(" / ").list.first(),
     )
-    tracks, per_track = _table(lf, TRACK_KEYS, min_gap_ns)
+    tracks, per_track = _table(read, TRACK_KEYS, min_gap_ns)
     tracks = tracks.join(names.select(*TRACK_KEYS, S.DEVICE_COL), on=TRACK_KEYS, how="left",
                          nulls_equal=True).select(S.RANK, S.TRACK, S.DEVICE_COL,
                                                   pl.exclude(S.RANK, S.TRACK, S.DEVICE_COL))
-    devices, per_device = _table(lf, DEVICE_KEYS, min_gap_ns)
+    devices, per_device = _table(read, DEVICE_KEYS, min_gap_ns)
     labels = names.group_by(*DEVICE_KEYS).agg(
         label=pl.col("label").sort().first(), tracks=pl.len().cast(pl.Int64)
     )
@@ -112,15 +209,14 @@ def gaps(lf: pl.LazyFrame, min_gap_ns: int = 0) -> Gaps:
     return Gaps(tracks=tracks, gaps=per_track, devices=devices, device_gaps=per_device)
 
 
-def _table(lf: pl.LazyFrame, keys: Sequence[str], min_gap_ns: int
+def _table(read: Inputs, keys: Sequence[str], min_gap_ns: int
            ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per ``keys`` group: ``keys..., start_ns, span_ns, busy_ns, idle_ns, gaps,
     <cause>_ns``; and its listed gaps, ``keys..., start_ns, dur_ns, cause, before,
     after``."""
-    pieces, classified = idle(lf, keys)
-    found = classified.collect()
+    pieces, found = idle(read, keys)
     by_cause = found.group_by(*keys).agg(
-        pl.col(S.DUR_NS).filter(pl.col("cause") == c).sum().alias(f"{c}_ns") for c in CAUSES
+        pl.col(f"{c}_cover").sum().alias(f"{c}_ns") for c in CAUSES
     )
     listed = found.filter(pl.col(S.DUR_NS) >= max(min_gap_ns, 1))
     table = (
@@ -131,7 +227,6 @@ def _table(lf: pl.LazyFrame, keys: Sequence[str], min_gap_ns: int
             busy_ns=(pl.col("end") - pl.col("start")).sum(),
         )
         .with_columns(idle_ns=pl.col("span_ns") - pl.col("busy_ns"))
-        .collect()
         .join(listed.group_by(*keys).agg(gaps=pl.len().cast(pl.Int64)),
               on=keys, how="left", nulls_equal=True)
         .join(by_cause, on=keys, how="left", nulls_equal=True)
@@ -144,73 +239,51 @@ def _table(lf: pl.LazyFrame, keys: Sequence[str], min_gap_ns: int
     )
 
 
-def work(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Device work rows of non-zero length: ``row, rank, track, device, name, start,
-    end``; ``device`` is the row's ``device``, else its ``pid``."""
-    return lf.filter(V.is_device_work() & (pl.col(S.DUR_NS) > 0)).select(
-        S.ROW, S.RANK, S.TRACK, S.NAME,
-        pl.coalesce(pl.col(S.DEVICE_COL), pl.col(S.PID)).alias(S.DEVICE_COL),
-        start=pl.col(S.START_NS), end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
-    )
+def idle(read: Inputs, by: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Busy pieces and gaps, grouping device work by ``by`` columns.
 
-
-def idle(lf: pl.LazyFrame, by: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Busy pieces and classified gaps, grouping device work by ``by`` columns.
-
-    ``by`` is ``(rank, track)`` for per-track gaps, ``(rank,)`` to treat all of a rank's
-    device tracks as one device (a step is idle only when every track is). Returns
-    ``pieces`` (``by..., start, end``: the busy union) and ``gaps`` (``by..., start_ns,
-    dur_ns, cause, before, after`` and the time each cause covers, ``<cause>_cover``).
+    ``by`` is ``(rank, track)`` for per-track gaps, ``(rank, device)`` per device,
+    ``(rank,)`` to treat all of a rank's devices as one (a step is idle only when every
+    track is). Returns ``pieces`` (``by..., start, end``: the busy union) and ``gaps``
+    (``by..., start_ns, dur_ns, cause, before, after, _cut``, the time each cause
+    explains, ``<cause>_cover``, adding up to ``dur_ns``, and ``_cut``: where launch
+    latency may begin, the start of the launch of the work after the gap, clipped to it).
     """
     keys = list(by)
-    pieces = I.union(
-        work(lf), keys,
-        first=[
-            pl.col(S.NAME).sort_by("end").last().alias("_last_name"),
-            pl.col(S.NAME).sort_by("start").first().alias("_first_name"),
-            pl.col(S.ROW).sort_by("start").first().alias("_first_row"),
-        ],
-    ).collect().lazy()
+    pieces = I.union(read.work, keys, first=[S.NAME, "launch"], last=[S.NAME]).collect()
     nxt = (lambda e: e.shift(-1).over(keys)) if keys else (lambda e: e.shift(-1))
-    found = (
-        pieces.with_columns(
+    candidates = (
+        pieces.lazy().with_columns(
             g_start=pl.col("end"),
             g_end=nxt(pl.col("start")),
-            before=pl.col("_last_name"),
-            after=nxt(pl.col("_first_name")),
-            _next_row=nxt(pl.col("_first_row")),
+            before=pl.col(f"_last_{S.NAME}"),
+            after=nxt(pl.col(f"_first_{S.NAME}")),
+            _launch=nxt(pl.col("_first_launch")),
         )
         .filter(pl.col("g_end").is_not_null() & (pl.col("g_end") > pl.col("g_start")))
-        .select(*keys, "g_start", "g_end", "before", "after", "_next_row")
-    )
-    found = found.join(_launch_starts(lf), left_on="_next_row", right_on=S.ROW, how="left")
-    found = found.with_columns(
-        _cut=pl.min_horizontal(pl.col("g_end"), pl.col("_launch").fill_null(pl.col("g_end")))
-        .clip(lower_bound=pl.col("g_start"))
+        .select(*keys, "g_start", "g_end", "before", "after", "_launch")
+        .with_columns(
+            _cut=pl.min_horizontal(pl.col("g_end"),
+                                   pl.col("_launch").fill_null(pl.col("g_end")))
+            .clip(lower_bound=pl.col("g_start"))
+        )
     )
     # Each instant of a gap goes to the first explanation that holds then (copy, sync,
     # launch once issued, framework op), so one event nested in another (a copy inside
     # an op) counts for the more specific: unions of the first k kinds, differenced.
-    copy = _spans(lf, V.is_copy() & (pl.col(S.DIRECTION) == V.H2D))
-    sync = _spans(lf, V.is_sync())
-    host = _spans(lf, V.is_op())
-    u_c = _union(copy)
-    u_cs = _union(pl.concat([copy, sync]))
-    u_cso = _union(pl.concat([copy, sync, host]))
+    found = candidates.collect()
     on = [S.RANK]
-    found = I.overlap(u_c, found, on, "g_start", "g_end", "_c")
-    found = I.overlap(u_cs, found, on, "g_start", "g_end", "_cs")
-    found = I.overlap(u_cs, found, on, "g_start", "_cut", "_cs_pre")
-    found = I.overlap(u_cso, found, on, "g_start", "_cut", "_cso_pre")
+    c0, c1 = I.before(read.copy, found, on, ["g_start", "g_end"])
+    h0, h1, h_cut = I.before(read.held, found, on, ["g_start", "g_end", "_cut"])
+    o0, o_cut = I.before(read.host, found, on, ["g_start", "_cut"])
     found = found.with_columns(
-        pl.col("_c").alias(f"{H2D_COPY}_cover"),
-        (pl.col("_cs") - pl.col("_c")).alias(f"{SYNC}_cover"),
-        (pl.col("g_end") - pl.col("_cut") - (pl.col("_cs") - pl.col("_cs_pre")))
-        .alias(f"{LAUNCH}_cover"),
-        (pl.col("_cso_pre") - pl.col("_cs_pre")).alias(f"{DISPATCH}_cover"),
-    ).drop("_c", "_cs", "_cs_pre", "_cso_pre")
-    covers = [pl.col(f"{c}_cover") for c in CAUSES if c != UNKNOWN]
-    best = pl.max_horizontal(covers)
+        (c1 - c0).alias(f"{H2D_COPY}_cover"),
+        ((h1 - h0) - (c1 - c0)).alias(f"{SYNC}_cover"),
+        (pl.col("g_end") - pl.col("_cut") - (h1 - h_cut)).alias(f"{LAUNCH}_cover"),
+        ((o_cut - o0) - (h_cut - h0)).alias(f"{DISPATCH}_cover"),
+    )
+    known = [pl.col(f"{c}_cover") for c in CAUSES if c != UNKNOWN]
+    best = pl.max_horizontal(known)
     cause: pl.Expr = pl.lit(UNKNOWN)
     for c in reversed(CAUSES[:-1]):  # built inside out: the first cause wins ties
         cause = pl.when(pl.col(f"{c}_cover") == best).then(pl.lit(c)).otherwise(cause)
@@ -218,51 +291,54 @@ def idle(lf: pl.LazyFrame, by: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFram
         start_ns=pl.col("g_start"),
         dur_ns=pl.col("g_end") - pl.col("g_start"),
         cause=pl.when(best <= 0).then(pl.lit(UNKNOWN)).otherwise(cause),
-    ).drop("g_start", "g_end", "_cut", "_launch", "_next_row")
+        **{f"{UNKNOWN}_cover": pl.col("g_end") - pl.col("g_start") - pl.sum_horizontal(known)},
+    ).drop("g_start", "g_end", "_launch")
     return pieces.select(*keys, "start", "end"), found
 
 
-def _spans(lf: pl.LazyFrame, which: pl.Expr) -> pl.LazyFrame:
-    """``rank, start, end`` of the rows ``which`` selects, read once (used in 1-3 unions)."""
-    return lf.filter(which).select(
-        S.RANK, start=pl.col(S.START_NS), end=pl.col(S.START_NS) + pl.col(S.DUR_NS)
-    ).collect().lazy()
+def cause_pieces(read: Inputs, found: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """The gaps ``found`` by :func:`idle` cut where their explanation changes:
+    ``by..., start, end, cause``, each instant with the cause that holds then (the
+    precedence of the module docstring), so that any window's time per cause is the
+    overlap of these pieces with it (a gap straddling two steps is split exactly).
 
-
-def _union(spans: pl.LazyFrame) -> pl.LazyFrame:
-    return I.union(spans, [S.RANK]).collect().lazy()
-
-
-def _launch_starts(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """``row, _launch``: for device work, the start of the runtime call that launched it.
-
-    Found through ``correlation`` (CUDA, and any reader that fills it), else through a
-    flow arrow shared with a runtime row (Neuron's dispatch -> runtime -> hardware flows).
+    A sweep over the boundaries: the gaps, their launch parts ``[_cut, gap end)`` and the
+    rank's three nested unions each add 1 where they begin and -1 where they end; between
+    two boundaries, which of them is open says the cause.
     """
-    dev = lf.filter(V.is_device_work()).select(S.ROW, S.RANK, S.CORRELATION, S.FLOW_IDS)
-    rt = lf.filter((pl.col(S.LAYER) == S.RUNTIME) & V.is_span())
-    by_corr = (
-        rt.filter(pl.col(S.CORRELATION).is_not_null())
-        .group_by(S.RANK, S.CORRELATION)
-        .agg(_corr=pl.col(S.START_NS).min())
+    keys = list(by)
+    gaps = found.select(*keys, start=S.START_NS, end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
+                        cut="_cut")
+    owners = gaps.select(keys).unique()
+    sets = {
+        "_g": gaps.select(*keys, "start", "end"),
+        "_l": gaps.filter(pl.col("cut") < pl.col("end")).select(*keys, start="cut", end="end"),
+        "_c": owners.join(read.copy, on=S.RANK),
+        "_h": owners.join(read.held, on=S.RANK),
+        "_o": owners.join(read.host, on=S.RANK),
+    }
+    names = list(sets)
+    edges = pl.concat([
+        frame.select(*keys, t=pl.col(edge), _set=pl.lit(i, pl.Int8),
+                     _d=pl.lit(1 if edge == "start" else -1, pl.Int8))
+        for i, frame in enumerate(sets.values()) for edge in ("start", "end")
+    ])
+    opened = (
+        edges.sort(*keys, "t")
+        .with_columns(
+            (pl.col("_d").cast(pl.Int64) * (pl.col("_set") == i)).cum_sum().over(keys)
+            .alias(name)
+            for i, name in enumerate(names)
+        )
+        .group_by(*keys, "t", maintain_order=True).last()
+        .with_columns(end=pl.col("t").shift(-1).over(keys))
+        .filter((pl.col("_g") > 0) & (pl.col("end") > pl.col("t")))
     )
-    by_flow = (
-        rt.filter(pl.col(S.FLOW_IDS).list.len() > 0)
-        .select(S.RANK, S.START_NS, _fid=pl.col(S.FLOW_IDS))
-        .explode("_fid")
-        .group_by(S.RANK, "_fid")
-        .agg(_flow=pl.col(S.START_NS).min())
+    cause = (
+        pl.when(pl.col("_c") > 0).then(pl.lit(H2D_COPY))
+        .when(pl.col("_h") > 0).then(pl.lit(SYNC))
+        .when(pl.col("_l") > 0).then(pl.lit(LAUNCH))
+        .when(pl.col("_o") > 0).then(pl.lit(DISPATCH))
+        .otherwise(pl.lit(UNKNOWN))
     )
-    flows = (
-        dev.filter(pl.col(S.FLOW_IDS).list.len() > 0)
-        .select(S.ROW, S.RANK, _fid=pl.col(S.FLOW_IDS))
-        .explode("_fid")
-        .join(by_flow, on=[S.RANK, "_fid"])
-        .group_by(S.ROW)
-        .agg(pl.col("_flow").min())
-    )
-    return (
-        dev.join(by_corr, on=[S.RANK, S.CORRELATION], how="left")
-        .join(flows, on=S.ROW, how="left")
-        .select(S.ROW, _launch=pl.coalesce("_corr", "_flow"))
-    )
+    return opened.select(*keys, start="t", end="end", cause=cause)

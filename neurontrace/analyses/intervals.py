@@ -25,39 +25,95 @@ def union(
     by: Sequence[str],
     start: str = "start",
     end: str = "end",
-    first: Sequence[pl.Expr] = (),
+    first: Sequence[str] = (),
+    last: Sequence[str] = (),
 ) -> pl.LazyFrame:
     """Merge overlapping or touching intervals per ``by`` group.
 
-    Returns ``by..., start, end`` (the union's disjoint pieces, sorted) plus the
-    aggregates ``first`` computed over the intervals of each piece (e.g. the name of the
-    one that ends last).
+    Returns ``by..., start, end`` (the union's disjoint pieces, sorted), plus the columns
+    ``first`` as they are on the piece's first interval (by start; of those starting
+    together, the first given) and the columns ``last`` as they are on the interval that
+    ends it (of those ending together, the first by start, then as given: the longest).
+
+    No grouping: the intervals sorted by start, a row begins a piece when it starts
+    after every earlier one of its group has ended, and the piece's row that ends last
+    so far is carried forward; each piece is read off its last row.
     """
     keys = list(by)
-    lf = frame.lazy().select(*keys, pl.col(start).alias("start"), pl.col(end).alias("end"),
-                             *_inputs(first))
-    lf = lf.sort([*keys, "start"])
-    reach = pl.col("end").cum_max().shift(1)
-    if keys:
-        reach = reach.over(keys)
-    piece = (pl.col("start") > reach).fill_null(True).cum_sum()
-    if keys:
-        piece = piece.over(keys)
+    extra = [c for c in (*first, *last) if c not in (*keys, "start", "end")]
+    extra = list(dict.fromkeys(extra))
+    over = (lambda e: e.over(keys)) if keys else (lambda e: e)
+    lf = (
+        frame.lazy()
+        .select(*keys, pl.col(start).alias("start"), pl.col(end).alias("end"), *extra)
+        .sort([*keys, "start"], maintain_order=True)
+        .with_row_index("_i")
+    )
+    before = over(pl.col("end").cum_max().shift(1))
+    lf = lf.with_columns(
+        _new=(pl.col("start") > before).fill_null(True),
+        _ends=(pl.col("end") > before).fill_null(True),
+        _reach=over(pl.col("end").cum_max()),
+    )
+    lf = lf.with_columns(
+        _from=pl.when("_new").then("_i").forward_fill(),
+        _by=pl.when(pl.col("_new") | pl.col("_ends")).then("_i").forward_fill(),
+        _closes=over(pl.col("_new").shift(-1)).fill_null(True),
+    )
     return (
-        lf.with_columns(_piece=piece)
-        .group_by([*keys, "_piece"], maintain_order=True)
-        .agg(pl.col("start").min(), pl.col("end").max(), *first)
-        .drop("_piece")
+        lf.with_columns(
+            pl.col("start").gather(pl.col("_from")),
+            *(pl.col(c).gather(pl.col("_from")).alias(f"_first_{c}") for c in first),
+            *(pl.col(c).gather(pl.col("_by")).alias(f"_last_{c}") for c in last),
+        )
+        .filter("_closes")
+        .select(
+            *keys, "start", end="_reach",
+            **{f"_first_{c}": f"_first_{c}" for c in first},
+            **{f"_last_{c}": f"_last_{c}" for c in last},
+        )
     )
 
 
-def _inputs(exprs: Sequence[pl.Expr]) -> list[str]:
-    cols: list[str] = []
-    for e in exprs:
-        for c in e.meta.root_names():
-            if c not in cols and c not in ("start", "end"):
-                cols.append(c)
-    return cols
+def before(
+    pieces: pl.DataFrame | pl.LazyFrame,
+    points: pl.DataFrame,
+    by: Sequence[str],
+    at: Sequence[str],
+) -> list[pl.Series]:
+    """For each column of ``at`` (times on ``points``), a series: the length of
+    ``pieces`` (disjoint per ``by`` group, as :func:`union` returns them) before that
+    time, in the group of the point, row for row.
+
+    All the times in one as-of join: only the group keys and the times are sorted.
+    """
+    keys = list(by)
+    n = points.height
+    span = pl.col("end") - pl.col("start")
+    cum = (
+        pieces.lazy()
+        .select(*keys, "start", "end")
+        .sort([*keys, "start"])
+        .with_columns(_before=(span.cum_sum().over(keys) if keys else span.cum_sum()) - span)
+        .rename({"start": "_p_start", "end": "_p_end"})
+        .sort("_p_start")
+    )
+    times = pl.concat([
+        points.lazy().select(*keys, _t=pl.col(c)).with_row_index("_k", offset=i * n)
+        for i, c in enumerate(at)
+    ])
+    inside = (pl.min_horizontal(pl.col("_t"), pl.col("_p_end")) - pl.col("_p_start")
+              ).clip(lower_bound=0)
+    found = (
+        times.sort("_t")
+        .join_asof(cum, left_on="_t", right_on="_p_start", by=keys or None,
+                   strategy="backward", check_sortedness=False)
+        .sort("_k")
+        .select((pl.col("_before") + inside).fill_null(0).cast(_I64).alias("v"))
+        .collect()
+        .get_column("v")
+    )
+    return [found.slice(i * n, n).alias(c) for i, c in enumerate(at)]
 
 
 def coverage(
@@ -72,33 +128,8 @@ def coverage(
     ``pieces`` must be disjoint per ``by`` group (as :func:`union` returns them). The
     points keep their order.
     """
-    keys = list(by)
-    cum = (
-        pieces.lazy()
-        .select(*keys, "start", "end")
-        .sort([*keys, "start"])
-        .with_columns(
-            _before=(pl.col("end") - pl.col("start")).cum_sum().over(keys)
-            - (pl.col("end") - pl.col("start"))
-            if keys
-            else (pl.col("end") - pl.col("start")).cum_sum() - (pl.col("end") - pl.col("start"))
-        )
-        .rename({"start": "_p_start", "end": "_p_end"})
-        .sort("_p_start")
-    )
-    pts = points.lazy().with_row_index("_order").sort(at)
-    joined = pts.join_asof(
-        cum, left_on=at, right_on="_p_start", by=keys or None, strategy="backward",
-        check_sortedness=False,
-    )
-    inside = (
-        pl.min_horizontal(pl.col(at), pl.col("_p_end")) - pl.col("_p_start")
-    ).clip(lower_bound=0)
-    return (
-        joined.with_columns((pl.col("_before") + inside).fill_null(0).cast(_I64).alias(out))
-        .sort("_order")
-        .drop("_order", "_before", "_p_start", "_p_end")
-    )
+    frame = points.lazy().collect()
+    return frame.with_columns(before(pieces, frame, by, [at])[0].alias(out)).lazy()
 
 
 def overlap(
@@ -110,6 +141,6 @@ def overlap(
     out: str,
 ) -> pl.LazyFrame:
     """Add column ``out`` to ``windows``: how much of ``[start, end)`` the pieces cover."""
-    w = coverage(pieces, windows, by, start, "_cov0")
-    w = coverage(pieces.lazy(), w, by, end, "_cov1")
-    return w.with_columns((pl.col("_cov1") - pl.col("_cov0")).alias(out)).drop("_cov0", "_cov1")
+    frame = windows.lazy().collect()
+    t0, t1 = before(pieces, frame, by, [start, end])
+    return frame.with_columns((t1 - t0).alias(out)).lazy()

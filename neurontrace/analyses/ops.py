@@ -130,10 +130,12 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Device work as launches: ``rank, framework_row, start_ns, end_ns, dur_ns, step``.
 
     Rows sharing ``execution`` (one execution seen on several cores) are one launch.
-    ``step`` is the step of the launching op, else of the work itself.
+    ``step`` is the step of the launching op (``framework_row``); null for work that no
+    op of the trace launched (launched before the profiler started, or not linked),
+    whenever it ran.
     """
     work = lf.filter(V.is_device_work()).select(
-        S.ROW, S.RANK, S.FRAMEWORK_ROW, S.START_NS, S.STEP,
+        S.ROW, S.RANK, S.FRAMEWORK_ROW, S.START_NS,
         end_ns=pl.col(S.START_NS) + pl.col(S.DUR_NS),
         _key=pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String)),
     )
@@ -141,7 +143,6 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
         pl.col(S.FRAMEWORK_ROW).drop_nulls().first(),
         pl.col(S.START_NS).min(),
         pl.col("end_ns").max(),
-        pl.col(S.STEP).drop_nulls().first(),
         pl.col(S.ROW).min(),
     )
     op_step = lf.filter(pl.col(S.LAYER) == S.FRAMEWORK).select(

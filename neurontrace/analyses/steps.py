@@ -8,11 +8,14 @@ All of a rank's device tracks count as one device here: it is busy while any tra
              |only |<------------ device span within the step -------->| only |
 
 - ``busy_ns``: time within the step when some device work runs;
-- ``idle_ns``: gaps between device work that fall within the step, split by cause as
-  in :mod:`.gaps` (``<cause>_ns``); a gap that straddles two steps is split between them;
+- ``idle_ns``: gaps between device work that fall within the step, split by cause
+  instant by instant as in :mod:`.gaps` (``<cause>_ns``); a gap that straddles two
+  steps is split between them;
 - ``host_only_ns``: the rest of the step: before the device's first work or after its
   last (on a CPU-only trace, the whole step);
-- ``launches``: device launches made by the step's ops (see :func:`.ops.launches`).
+- ``launches``: device launches made by the step's ops (see :func:`.ops.launches`);
+  work no op of the trace launched (e.g. launched before the profiler started) is in
+  no step's count.
 
 ``wall_ns = busy_ns + idle_ns + host_only_ns`` for every step.
 """
@@ -24,7 +27,7 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.analyses import intervals as I
 from neurontrace.analyses import vocab as V
-from neurontrace.analyses.gaps import CAUSES, idle
+from neurontrace.analyses.gaps import CAUSES, Inputs, cause_pieces, idle, inputs
 from neurontrace.analyses.ops import launches
 
 COLUMNS = (
@@ -61,30 +64,36 @@ def median_step_ns(lf: pl.LazyFrame) -> int | None:
 
 def steps(lf: pl.LazyFrame) -> pl.DataFrame:
     """One row per ``(rank, step)`` in time order; empty when the trace has no steps."""
-    windows = step_windows(lf).collect()
-    if windows.height == 0:
-        return pl.DataFrame(schema={c: (pl.Int64) for c in COLUMNS})
-    by = [S.RANK]
-    pieces, classified = idle(lf, by)
-    gaps = classified.collect()
-    out = I.overlap(pieces, windows, by, S.START_NS, "w_end", "busy_ns")
-    for c in CAUSES:
-        mine = gaps.filter(pl.col("cause") == c).select(
-            *by, start=pl.col(S.START_NS), end=pl.col(S.START_NS) + pl.col(S.DUR_NS)
-        )
-        out = I.overlap(mine, out, by, S.START_NS, "w_end", f"{c}_ns")
-    per_step = (
+    return steps_of(lf, None)
+
+
+def steps_of(lf: pl.LazyFrame, read: Inputs | None) -> pl.DataFrame:
+    """:func:`steps`, from what :func:`.gaps.inputs` read when given (``None``: read it
+    here, only when the trace has steps)."""
+    windows, per_step = pl.collect_all([
+        step_windows(lf),
         launches(lf)
         .filter(pl.col("step").is_not_null())
         .group_by(S.RANK, "step")
-        .agg(launches=pl.len().cast(pl.Int64))
-    )
+        .agg(launches=pl.len().cast(pl.Int64)),
+    ])
+    if windows.height == 0:
+        return pl.DataFrame(schema={c: (pl.Int64) for c in COLUMNS})
+    if read is None:
+        read = inputs(lf)
+    by = [S.RANK]
+    pieces, gaps = idle(read, by)
+    explained = cause_pieces(read, gaps, by)
+    out = I.overlap(pieces, windows, by, S.START_NS, "w_end", "busy_ns")
+    for c in CAUSES:
+        mine = explained.filter(pl.col("cause") == c).select(*by, "start", "end")
+        out = I.overlap(mine, out, by, S.START_NS, "w_end", f"{c}_ns")
     return (
         out.with_columns(idle_ns=pl.sum_horizontal(*(f"{c}_ns" for c in CAUSES)))
         .with_columns(
             host_only_ns=pl.col("wall_ns") - pl.col("busy_ns") - pl.col("idle_ns")
         )
-        .join(per_step, on=[S.RANK, "step"], how="left")
+        .join(per_step.lazy(), on=[S.RANK, "step"], how="left")
         .with_columns(pl.col("launches").fill_null(0))
         .select(COLUMNS)
         .sort(S.RANK, S.START_NS)
