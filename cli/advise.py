@@ -38,7 +38,8 @@ def advise(ctx: click.Context, path: Path, top: int, as_json: bool,
     Rules: fusion (chains of small elementwise/reduction ops, RMSNorm and other known
     patterns named), host-scalar (a tiny host value copied to the device every step),
     dominant-op, sync-in-loop, launch-bound (device idle waiting for the host, by cause),
-    step-outliers, compile-in-steps (torch.compile compiling inside the steps). Each
+    step-outliers, compile-in-steps (torch.compile compiling inside the steps),
+    rank-imbalance (the slowest rank of a run of several). Each
     finding has a severity (info, low, medium, high: from its share of the median
     step), the time at stake per step (a range where it is an estimate), the ops
     concerned and what to try. --json prints [{rule, scope, severity, title, ops,

@@ -297,11 +297,19 @@ def _steps_table(steps: list[list[str]]) -> pl.LazyFrame:
                   stepped=True, device=True, sync=False)
 
 
-def _table(plan: list[list[tuple[str, int, int, int, bool]]], stepped: bool, device: bool,
-           sync: bool) -> pl.LazyFrame:
+Plan = list[list[tuple[str, int, int, int, bool]]]
+
+
+def _table(plan: Plan, stepped: bool, device: bool, sync: bool) -> pl.LazyFrame:
+    return Y.table(*_rows(plan, stepped, device, sync)).collect().lazy()
+
+
+def _rows(plan: Plan, stepped: bool, device: bool, sync: bool, rank: int = 0,
+          base: int = 0) -> list[dict[str, Any]]:
+    """The rows of :func:`_table`'s run on ``rank``, to follow ``base`` rows."""
     rows: list[dict[str, Any]] = []
     t = 1_000
-    corr = 0
+    corr = 1_000 * rank
     for i, calls in enumerate(plan):
         step = i + 1 if stepped else None
         first = len(rows)
@@ -309,7 +317,7 @@ def _table(plan: list[list[tuple[str, int, int, int, bool]]], stepped: bool, dev
             rows.append(Y.op(f"ProfilerStep#{step}", t, 0, category="user_annotation",
                              step=step))
         for name, host, kernel, gap, copy in calls:
-            op_row = len(rows)
+            op_row = base + len(rows)
             rows.append(Y.op(name, t, host, step=step))
             if device and copy:
                 corr += 1
@@ -335,7 +343,7 @@ def _table(plan: list[list[tuple[str, int, int, int, bool]]], stepped: bool, dev
         if stepped:
             rows[first] = {**rows[first], S.DUR_NS: t - rows[first][S.START_NS]}
         t += 5_000
-    return Y.table(*rows).collect().lazy()
+    return [{**r, S.RANK: rank} for r in rows]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -367,6 +375,31 @@ def test_a_trace_without_device_rows_gets_no_device_finding(run: dict[str, Any])
     lf = _build({**run, "device": False})
     assert lf.filter(pl.col(S.LAYER) == S.DEVICE).collect().height == 0
     assert all(f.scope != "device" for f in advise(lf))
+
+
+# -- ranks ----------------------------------------------------------------------------------
+
+def test_the_slowest_rank_is_named_with_what_it_spends_more_on() -> None:
+    usual = [("aten::mm", 5_000, 10_000, 5_000, False)]
+    heavy = [("aten::mm", 5_000, 40_000, 5_000, False)]  # 30 µs more device work
+    rows: list[dict[str, Any]] = []
+    for rank, plan in enumerate([[usual] * 3, [usual] * 3, [heavy] * 3]):
+        rows += _rows(plan, stepped=True, device=True, sync=False, rank=rank,
+                      base=len(rows))
+    lf = Y.table(*rows).collect().lazy()
+    (f,) = [f for f in advise(lf) if f.rule == "rank-imbalance"]
+    assert [r["rank"] for r in f.evidence["steps"]] == [2, 2, 2]
+    assert f.evidence["steps"][0]["more"][0] == {"part": "busy", "ns": 30_000}
+    assert f.at_stake_ns == (30_000, 30_000)
+    assert f.title.startswith("Rank 2 is the slowest in 3 of 3 step(s), 30.0 µs over")
+
+
+def test_ranks_alike_are_no_finding() -> None:
+    assert by_rule(FIXTURES / "neuron" / "run_two_ranks", "rank-imbalance") == []
+    usual = [("aten::mm", 5_000, 10_000, 5_000, False)]
+    rows = _rows([usual] * 2, True, True, False, rank=0)
+    rows += _rows([usual] * 2, True, True, False, rank=1, base=len(rows))
+    assert [f for f in advise(Y.table(*rows)) if f.rule == "rank-imbalance"] == []
 
 
 # -- compilation --------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from neurontrace.analyses.advice import (
     host_scalar,
     idle,
     outliers,
+    ranks,
     sync,
 )
 from neurontrace.analyses.advice.base import (
@@ -43,7 +44,7 @@ from neurontrace.analyses.advice.base import (
 
 #: The rule modules, in order: each has ``RULE`` (its stable id) and ``find`` (a
 #: :data:`~.base.Rule`: facts -> findings).
-MODULES = (fusion, host_scalar, dominant, sync, idle, outliers, compilation)
+MODULES = (fusion, host_scalar, dominant, sync, idle, outliers, compilation, ranks)
 #: rule id -> rule, in order.
 RULES: dict[str, Rule] = {m.RULE: m.find for m in MODULES}
 
