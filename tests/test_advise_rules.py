@@ -21,6 +21,7 @@ from neurontrace import schema as S
 from neurontrace.analyses.advice import SEVERITIES, Facts, Finding, advise, severity
 from neurontrace.analyses.advice import fusion as fusion_rule
 from neurontrace.analyses.advice.base import THRESHOLDS
+from neurontrace.analyses.advice.diff import changes, key
 
 import synthetic as Y
 from support import FIXTURES
@@ -444,3 +445,21 @@ def test_a_compile_and_a_recompile_inside_the_steps_are_found(tmp_path: Path) ->
 def test_a_compiled_run_warmed_up_before_profiling_compiles_nothing_in_its_steps(
         path: Path) -> None:
     assert by_rule(path, "compile-in-steps") == []
+
+
+# -- between runs -----------------------------------------------------------------------------
+
+def test_the_fused_run_loses_the_fusion_and_dominant_op_findings() -> None:
+    rows = changes(found(trace(CUDA, "naive")), found(trace(CUDA, "rms_norm")))
+    by = {(r["rule"], tuple(r["ops"])): r for r in rows}
+    assert by[("fusion", RMSNORM_OPS)]["change"] == "disappeared"
+    assert by[("fusion", RMSNORM_OPS)]["after"] is None
+    assert by[("dominant-op", ("aten::mul",))]["change"] == "disappeared"
+    assert len(rows) == len({*map(key, found(trace(CUDA, "naive"))),
+                             *map(key, found(trace(CUDA, "rms_norm")))})
+    stake = [{"low": f.at_stake_ns[0], "high": f.at_stake_ns[1]}
+             for f in found(trace(CUDA, "naive"))]
+    assert changes(found(trace(CUDA, "naive")), found(trace(CUDA, "naive"))) == [
+        {"rule": f.rule, "ops": list(f.ops), "change": "kept", "title": f.title,
+         "severity": f.severity, "before": s, "after": s}
+        for f, s in zip(found(trace(CUDA, "naive")), stake, strict=True)]

@@ -13,7 +13,8 @@ time are listed. Adding a rule: write its module (``RULE``, its id, and ``find``
 function ``Facts -> list[Finding]``) and name it in :data:`MODULES`. Rules read the
 analyses' results (gaps, copies, steps, ops) and the event table's ``role``,
 ``direction`` and ``layer`` columns, never a backend's event names; what they compute is
-shared through :class:`~.base.Facts` (each analysis runs once).
+shared through :class:`~.base.Facts` (each analysis runs once). :func:`.diff.changes`
+says which findings appeared or disappeared between two runs.
 """
 
 from __future__ import annotations
