@@ -176,18 +176,16 @@ def _with_launch(work: pl.DataFrame, launchers: pl.DataFrame) -> pl.DataFrame:
     return work.select(S.ROW, S.RANK, S.TRACK, S.DEVICE_COL, S.NAME, "start", "end", "launch")
 
 
-def gaps(lf: pl.LazyFrame, min_gap_ns: int = 0) -> Gaps:
+def gaps(lf: pl.LazyFrame, min_gap_ns: int = 0, read: Inputs | None = None) -> Gaps:
     """Idle time per device and per device track, and each gap with its cause (see the
     module docstring).
 
     ``min_gap_ns`` limits the listed gaps (and the ``gaps`` counts) to those lasting at
     least that long; ``idle_ns`` and the per-cause totals always include every gap.
+    ``read``: what :func:`inputs` read from ``lf``, when the caller has it already.
     """
-    return gaps_of(inputs(lf), min_gap_ns)
-
-
-def gaps_of(read: Inputs, min_gap_ns: int = 0) -> Gaps:
-    """:func:`gaps` from what :func:`inputs` read."""
+    if read is None:
+        read = inputs(lf)
     names = read.work.group_by(*TRACK_KEYS).agg(
         pl.col(S.DEVICE_COL).first(),
         label=pl.col(S.TRACK).first().str.split(" / ").list.first(),

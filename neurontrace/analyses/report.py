@@ -12,7 +12,7 @@ import polars as pl
 
 from neurontrace import schema as S
 from neurontrace.analyses.copies import by_direction, copies, copy_summary
-from neurontrace.analyses.gaps import CAUSES, gaps
+from neurontrace.analyses.gaps import CAUSES, gaps, inputs
 from neurontrace.analyses.ops import device_ops, host_ops
 from neurontrace.analyses.steps import steps
 
@@ -59,9 +59,10 @@ def device_rows(lf: pl.LazyFrame) -> pl.DataFrame:
 
 
 def report(lf: pl.LazyFrame, top: int = 5) -> Report:
-    idle = gaps(lf)
+    read = inputs(lf)  # once, for both gaps and steps
+    idle = gaps(lf, read=read)
     moved = copies(lf)
-    per_step = steps(lf)
+    per_step = steps(lf, read)
     by_cause = pl.DataFrame(
         {
             "cause": list(CAUSES),

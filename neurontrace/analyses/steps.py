@@ -62,14 +62,11 @@ def median_step_ns(lf: pl.LazyFrame) -> int | None:
     return None if m is None else int(m)
 
 
-def steps(lf: pl.LazyFrame) -> pl.DataFrame:
-    """One row per ``(rank, step)`` in time order; empty when the trace has no steps."""
-    return steps_of(lf, None)
+def steps(lf: pl.LazyFrame, read: Inputs | None = None) -> pl.DataFrame:
+    """One row per ``(rank, step)`` in time order; empty when the trace has no steps.
 
-
-def steps_of(lf: pl.LazyFrame, read: Inputs | None) -> pl.DataFrame:
-    """:func:`steps`, from what :func:`.gaps.inputs` read when given (``None``: read it
-    here, only when the trace has steps)."""
+    ``read``: what :func:`.gaps.inputs` read from ``lf``, when the caller has it already
+    (``None``: read here, only when the trace has steps)."""
     windows, per_step = pl.collect_all([
         step_windows(lf),
         launches(lf)
