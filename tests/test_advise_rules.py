@@ -277,19 +277,30 @@ OPS = ("aten::mul", "aten::add", "aten::mean", "aten::rsqrt", "aten::mm", "aten:
 
 @st.composite
 def runs(draw: st.DrawFn) -> dict[str, Any]:
+    """A run of one or two ranks, each with 0 to 4 steps (0: no ``ProfilerStep``), whose
+    steps call the same ops or each their own (then outliers and imbalance can show)."""
+    call = st.tuples(st.sampled_from(OPS), st.integers(1, 50_000), st.integers(0, 50_000),
+                     st.integers(0, 30_000), st.booleans())
+    calls = st.lists(call, min_size=1, max_size=8)
     steps = draw(st.integers(0, 4))
-    calls = draw(st.lists(st.tuples(st.sampled_from(OPS), st.integers(1, 50_000),
-                                    st.integers(0, 50_000), st.integers(0, 30_000),
-                                    st.booleans()), min_size=1, max_size=8))
-    return {"steps": steps, "calls": calls, "device": draw(st.booleans()),
+    plans = []
+    for _ in range(draw(st.integers(1, 2))):
+        if draw(st.booleans()):
+            plans.append([draw(calls)] * max(steps, 1))
+        else:
+            plans.append([draw(calls) for _ in range(max(steps, 1))])
+    return {"stepped": steps > 0, "plans": plans, "device": draw(st.booleans()),
             "sync": draw(st.booleans())}
 
 
 def _build(run: dict[str, Any]) -> pl.LazyFrame:
-    """A run: each step calls the ops of ``calls`` (op, host ns, kernel ns, gap before
-    the kernel, a tiny h2d copy or not); without steps, the calls once."""
-    plan = [run["calls"]] * run["steps"] if run["steps"] else [run["calls"]]
-    return _table(plan, run["steps"] > 0, run["device"], run["sync"])
+    """A run: on each rank, each step calls the ops of its plan (op, host ns, kernel ns,
+    gap before the kernel, a tiny h2d copy or not)."""
+    rows: list[dict[str, Any]] = []
+    for rank, plan in enumerate(run["plans"]):
+        rows += _rows(plan, run["stepped"], run["device"], run["sync"], rank=rank,
+                      base=len(rows))
+    return Y.table(*rows).collect().lazy()
 
 
 def _steps_table(steps: list[list[str]]) -> pl.LazyFrame:
