@@ -23,33 +23,67 @@ import pyarrow.compute as pc
 def microseconds_to_ns(values: Sequence[bytes]) -> tuple[pa.Array, list[int]]:
     """Decimal microsecond texts (one per value, bytes-like) to exact int64 nanoseconds.
 
-    Fast path for the shape Kineto writes (exactly three decimals, at most 18 digits):
-    the layout is checked on the bytes (one dot per value, three digits after it), then
-    the dot is dropped and the digits parsed as integers by Arrow; a value with anything
-    else in it fails that parse, and sends the chunk the exact slow way. Anything
-    else takes :func:`decimal_text_to_ns`.
+    Fast path for the shapes Kineto writes (an integer, or up to three decimals, as in
+    ``1661203465989924.0``): the layout is checked on the bytes (at most one dot per
+    value, at most three digits after it), then the dot is dropped, the digits parsed as
+    integers by Arrow and scaled by the missing places where the product fits in int64;
+    a value with anything else in it fails that parse, and sends the chunk the exact
+    slow way. Anything else takes :func:`decimal_text_to_ns`.
     """
     n = len(values)
     joined = b"\n".join(values)
-    if n and joined.count(b".") == n:
-        text = np.frombuffer(joined, np.uint8)
-        dots = np.flatnonzero(text == 0x2E)
-        ends = np.append(np.flatnonzero(text == 0x0A), len(text))
-        starts = np.concatenate(([0], ends[:-1] + 1))
-        if len(ends) == n and bool(np.all(ends - dots == 4)) \
-                and bool(np.all(ends - starts <= 19)):
-            try:  # one string split and parsed in Arrow's C++: no Python object per value
-                digits = pa.array([joined.replace(b".", b"").decode("ascii")])
-                ints = pc.cast(pc.split_pattern(digits, "\n").flatten(), pa.int64())
-            except (pa.ArrowInvalid, UnicodeDecodeError):
-                ints = None
-            if ints is not None and len(ints) == n:
-                return ints, []
+    fast = _fast_ns(joined, n) if n else None
+    if fast is not None:
+        return fast, []
     if joined.count(b"\n") == n - 1:  # no value holds a newline: split them apart again
         texts = joined.decode("utf-8", errors="replace").split("\n") if n else []
     else:  # (a value that is an array written over lines)
         texts = [bytes(v).decode("utf-8", errors="replace") for v in values]
     return decimal_text_to_ns(pl.Series("t", texts, pl.String))
+
+
+_POWERS = np.array([1, 10, 100, 1000], np.int64)
+
+
+def _fast_ns(joined: bytes, n: int) -> pa.Array | None:
+    """The ``n`` values of ``joined`` (one a line) as nanoseconds when each is an integer
+    or a decimal with at most three places that fits int64; None otherwise."""
+    if joined.translate(None, b"0123456789.-\n"):
+        return None  # another byte (Arrow would also read "+1" or "0x1")
+    text = np.frombuffer(joined, np.uint8)
+    ends = np.append(np.flatnonzero(text == 0x0A), len(text))
+    if len(ends) != n:
+        return None
+    minus = np.flatnonzero(text == 0x2D)
+    if not np.all((minus == 0) | (text[minus - 1] == 0x0A)):
+        return None  # a minus sign that does not start a value
+    dots = np.flatnonzero(text == 0x2E)
+    owner = np.searchsorted(ends, dots)  # the value each dot is in
+    if len(dots) and np.any(owner[1:] == owner[:-1]):
+        return None  # two dots in a value
+    places = np.zeros(n, np.int64)
+    places[owner] = ends[owner] - dots - 1
+    if np.any(places > 3):
+        return None
+    try:  # one string split and parsed in Arrow's C++: no Python object per value
+        digits = pa.array([joined.replace(b".", b"").decode("ascii")])
+        ints = pc.cast(pc.split_pattern(digits, "\n").flatten(), pa.int64())
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None
+    if len(ints) != n or ints.null_count:
+        return None
+    if np.all(places == 3):
+        return ints
+    raw = ints.to_numpy()
+    scale = _POWERS[3 - places]
+    if not _fits(raw, scale):
+        return None
+    return pa.array(raw * scale)
+
+
+def _fits(raw: np.ndarray, scale: np.ndarray | int) -> bool:
+    """Whether ``raw * scale`` fits int64 (``scale`` positive) for every value."""
+    return bool(np.all(raw <= _I64_MAX // scale) & np.all(raw >= -(_I64_MAX // scale)))
 
 
 def decimal_text_to_ns(texts: pl.Series, scale: int = 1000) -> tuple[pa.Array, list[int]]:
