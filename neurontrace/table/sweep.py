@@ -40,15 +40,24 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.ipc
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import Events
+from neurontrace.table.flows import (
+    flow_id_lists,
+    flow_pairs,
+    last_per_thread,
+    warn_unbound,
+    with_flows,
+)
 from neurontrace.table.linking import COLUMNS, Linker
 from neurontrace.table.nesting import at_positions, depths, in_order, nearest, parents_in_order
+from neurontrace.table.parts import DERIVED, Parts, Ranges
 from neurontrace.table.spill import SpilledFrames, complete, memory_rows
+
+__all__ = ["BUCKET_ROWS", "DERIVED", "Ranges", "bucket_rows", "derive", "lane_keys", "lane_names",
+           "step_spans", "steps"]
 
 #: Rows per bucket (and per row range) of a trace past :func:`memory_rows`, unless
 #: ``$NEURONTRACE_BUCKET_ROWS`` says.
@@ -63,10 +72,6 @@ _EMPTY = pl.DataFrame(schema={S.START_NS: _I64, S.DUR_NS: _I64, "_step_no": _I64
 #: What a carried (open) span holds.
 _CARRIED = {"row": _I64, "lane": _I64, "start": _I64, "dur": _I64, S.STEP: pl.Int32,
             "fw": pl.Boolean, S.EXTERNAL_ID: _I64, "covered": _I64, "old": pl.Boolean}
-#: The output columns derived here, in schema order (the others are the reader's, or
-#: ``row`` and ``rank``, made when writing).
-DERIVED = tuple(c.name for c in S.COLUMNS if c.name in (
-    S.TRACK, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK, S.STEP))
 
 
 def bucket_rows() -> int:
@@ -89,58 +94,6 @@ def derive(narrow: SpilledFrames, ev: Events, diag: Diagnostics, workdir: Path |
         raise
 
 
-class _Parts:
-    """Frames by key (a bucket, a row range), each appended a frame at a time: Arrow IPC
-    stream files in ``folder``, one per key, or (``folder`` None) frames in memory."""
-
-    def __init__(self, folder: Path | None, stem: str) -> None:
-        self.folder = folder
-        self.stem = stem
-        self._open: dict[int, tuple[pa.OSFile, pa.ipc.RecordBatchStreamWriter]] = {}
-        self._held: dict[int, list[pl.DataFrame]] = {}
-
-    def path(self, key: int) -> Path:
-        assert self.folder is not None
-        return self.folder / f"{self.stem}-{key}.arrow"
-
-    def write(self, key: int, frame: pl.DataFrame) -> None:
-        if self.folder is None:
-            self._held.setdefault(key, []).append(frame)
-            return
-        table = frame.to_arrow()
-        out = self._open.get(key)
-        if out is None:
-            sink = pa.OSFile(str(self.path(key)), "wb")
-            out = self._open[key] = (sink, pa.ipc.new_stream(sink, table.schema))
-        out[1].write_table(table)
-
-    def close(self) -> None:
-        opened, self._open = self._open, {}
-        for sink, writer in opened.values():
-            writer.close()
-            sink.close()
-
-    def read(self, key: int) -> pl.DataFrame | None:
-        if self.folder is None:
-            held = self._held.get(key)
-            if held is None:
-                return None
-            return held[0] if len(held) == 1 else pl.concat(held)
-        path = self.path(key)
-        if not path.exists():
-            return None
-        with pa.OSFile(str(path), "rb") as f:
-            frame = pl.from_arrow(pa.ipc.open_stream(f).read_all())
-        assert isinstance(frame, pl.DataFrame)
-        return frame
-
-    def remove(self, key: int) -> None:
-        if self.folder is None:
-            self._held.pop(key, None)
-        else:
-            self.path(key).unlink(missing_ok=True)
-
-
 class _Sweep:
     def __init__(self, narrow: SpilledFrames, ev: Events, diag: Diagnostics,
                  folder: Path | None, size: int, flow_files: SpilledFrames | None) -> None:
@@ -150,14 +103,14 @@ class _Sweep:
         self.diag = diag
         self.folder = folder  # None: one bucket, in memory
         self.size = size  # rows per bucket and per row range
-        self.buckets = _Parts(folder, "bucket")  # rows by start time
-        self.flows = _Parts(folder, "flows")  # flow events by time
+        self.buckets = Parts(folder, "bucket")  # rows by start time
+        self.flows = Parts(folder, "flows")  # flow events by time
         # by row range:
-        self.ranges = _Parts(folder, "range")  # lane, nesting, step (every row)
-        self.pairs = _Parts(folder, "pairs")  # flow ids bound to rows
-        self.fids = _Parts(folder, "fids")  # flow_ids of the rows with bound flows
-        self.links = _Parts(folder, "links")  # runtime and device rows to link
-        self.linked = _Parts(folder, "linked")  # framework_row and link of those rows
+        self.ranges = Parts(folder, "range")  # lane, nesting, step (every row)
+        self.pairs = Parts(folder, "pairs")  # flow ids bound to rows
+        self.fids = Parts(folder, "fids")  # flow_ids of the rows with bound flows
+        self.links = Parts(folder, "links")  # runtime and device rows to link
+        self.linked = Parts(folder, "linked")  # framework_row and link of those rows
 
     def run(self) -> Ranges:
         self._survey()
@@ -299,7 +252,7 @@ class _Sweep:
                     self._emit(self.pairs, pairs.lazy().join(
                         spans.select(S.ROW, "fw"), on=S.ROW, how="left").collect())
                     missed += m
-                last = _last_per_thread(spans)
+                last = last_per_thread(spans)
                 self.flows.remove(b)
                 if not self.has_links:  # else read again for the framework rows linked
                     self.buckets.remove(b)
@@ -315,9 +268,7 @@ class _Sweep:
             for k in range(self._ranges()):
                 pairs = self.pairs.read(k)
                 if pairs is not None:
-                    self.fids.write(k, pairs.group_by(S.ROW).agg(
-                        pl.col("flow_id").unique().sort().alias(S.FLOW_IDS),
-                        pl.col("fw").first()))
+                    self.fids.write(k, flow_id_lists(pairs))
                     self.pairs.remove(k)
         finally:
             self.fids.close()
@@ -379,7 +330,7 @@ class _Sweep:
             return carried.clear()
         return s.with_columns(covered=covered, old=True).filter(keep)
 
-    def _emit(self, files: _Parts, out: pl.DataFrame) -> None:
+    def _emit(self, files: Parts, out: pl.DataFrame) -> None:
         """Append ``out``'s rows to ``files``, each to the file of its row range."""
         if out.height == 0:
             return
@@ -440,12 +391,12 @@ class _Sweep:
 
     def _add_flows(self) -> None:
         """Give the runtime and device rows to link their flow ids (bound by the sweep)."""
-        done = _Parts(self.folder, "linkrows")
+        done = Parts(self.folder, "linkrows")
         try:
             for k in range(self._ranges()):
                 c = self.links.read(k)
                 if c is not None:
-                    done.write(k, _with_flows(c, self.fids.read(k)))
+                    done.write(k, with_flows(c, self.fids.read(k)))
                     self.links.remove(k)
         finally:
             done.close()
@@ -485,90 +436,6 @@ class _Sweep:
         mine = pl.concat(given) if given else pl.DataFrame(schema=schema)
         theirs = pl.concat(bound) if bound else pl.DataFrame(schema=schema)
         return pl.concat([mine, theirs.join(mine, on=S.ROW, how="anti")])
-
-
-def _with_flows(df: pl.DataFrame, computed: pl.DataFrame | None) -> pl.DataFrame:
-    """``flow_ids`` of ``df``'s rows: the reader's where it gives them, else the computed
-    (``row, flow_ids``; None: none)."""
-    if computed is None:  # none computed: no join (it would copy ``df``)
-        if S.FLOW_IDS in df.columns:
-            return df
-        return df.with_columns(pl.lit(None, pl.List(pl.String)).alias(S.FLOW_IDS))
-    df = df.join(computed.select(S.ROW, _fids=S.FLOW_IDS), on=S.ROW, how="left",
-                 maintain_order="left")
-    given = pl.col(S.FLOW_IDS) if S.FLOW_IDS in df.columns else pl.lit(None, pl.List(pl.String))
-    return df.with_columns(pl.coalesce(given, "_fids").alias(S.FLOW_IDS)).drop("_fids")
-
-
-def _last_per_thread(spans: pl.LazyFrame) -> pl.DataFrame:
-    """The spans starting last on each thread (all of them where several tie)."""
-    latest = pl.col(S.START_NS) == pl.col(S.START_NS).max().over(S.PID, S.TID)
-    return spans.filter(latest).collect()
-
-
-class Ranges:
-    """The derived columns, read back a range of rows at a time, in row order."""
-
-    def __init__(self, sweep: _Sweep, launch_steps: pl.DataFrame) -> None:
-        self.folder = sweep.folder
-        self.files = (sweep.ranges, sweep.fids, sweep.linked)
-        self.height = sweep.narrow.rows
-        self.size = sweep.size
-        self.names = sweep.names
-        self.launch_steps = launch_steps.select(
-            pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.STEP).cast(pl.Int32).alias("_op_step"))
-        self._cached: tuple[int, pl.DataFrame] | None = None
-
-    def _range(self, k: int) -> pl.DataFrame:
-        if self._cached is not None and self._cached[0] == k:
-            return self._cached[1]
-        ranges, fids, linked = self.files
-        base = ranges.read(k)
-        assert base is not None
-        base = base.sort(S.ROW)
-        want = min(self.size, self.height - k * self.size)
-        assert base.height == want, f"range {k}: {base.height} rows, not {want}"
-        base = _with_flows(base, fids.read(k))
-        links = linked.read(k)
-        if self.folder is None:  # held in memory and read once, in order: let them go
-            for parts in self.files:
-                parts.remove(k)
-        track = self.names.gather(base.get_column("lane")).alias(S.TRACK)
-        if links is None:  # no row of the range to link (a join would copy the range)
-            frame = base.select(
-                track, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS,
-                pl.lit(None, _I64).alias(S.FRAMEWORK_ROW), pl.lit(None, pl.String).alias(S.LINK),
-                pl.col(S.STEP).cast(pl.Int32)).select(DERIVED)
-            self._cached = (k, frame)
-            return frame
-        base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
-            self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
-        launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
-        frame = base.select(
-            track, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
-            pl.when(launched).then("_op_step").otherwise(S.STEP).cast(pl.Int32).alias(S.STEP),
-        ).select(DERIVED)
-        self._cached = (k, frame)
-        return frame
-
-    def slice(self, offset: int, length: int) -> pl.DataFrame:
-        end = min(offset + length, self.height)
-        parts = []
-        for k in range(offset // self.size, -(-end // self.size)):
-            lo = max(offset, k * self.size) - k * self.size
-            hi = min(end, (k + 1) * self.size) - k * self.size
-            parts.append(self._range(k).slice(lo, hi - lo))
-        if parts:
-            return pl.concat(parts)
-        return pl.DataFrame(schema={  # no rows
-            S.TRACK: pl.Categorical, S.SELF_NS: _I64, S.PARENT: _I64, S.DEPTH: pl.Int32,
-            S.FLOW_IDS: pl.List(pl.String), S.FRAMEWORK_ROW: _I64, S.LINK: pl.String,
-            S.STEP: pl.Int32}).select(DERIVED)
-
-    def close(self) -> None:
-        self._cached = None
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 # -- the derivations of a bucket -----------------------------------------------------
@@ -639,57 +506,3 @@ def steps(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     return hit
 
 
-def warn_unbound(diag: Diagnostics, missed: int) -> None:
-    if missed:
-        diag.warn(
-            "unbound_flow",
-            f"{missed} flow event(s) fall in no span on their thread; their link is "
-            "kept only where the other end binds",
-            missed,
-        )
-
-
-def flow_pairs(spans: pl.LazyFrame, fl: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """The span (``row``) each flow event of ``fl`` binds to, and how many bind to none.
-
-    ``spans`` (row, pid, tid, start_ns, dur_ns) must hold every span that starts at a
-    flow's time on its thread and, per thread, the last span starting before each flow.
-    """
-    # Exact start match first (Kineto places a flow at its slice's start), else the
-    # innermost span on that thread open at the flow's time. Only the spans that can
-    # match are taken out of the frame (semi joins: memory follows the flows, not rows).
-    at = fl.select(S.PID, S.TID, pl.col("ts_ns").alias(S.START_NS)).unique()
-    starting = spans.join(at.lazy(), on=[S.PID, S.TID, S.START_NS], how="semi").select(
-        S.ROW, S.PID, S.TID, ts_ns=S.START_NS
-    ).collect()
-    exact = fl.join(starting, on=[S.PID, S.TID, "ts_ns"], how="left").group_by(
-        ["flow_id", "phase", S.PID, S.TID, "ts_ns"], maintain_order=True
-    ).agg(pl.col(S.ROW).max())
-    unbound = exact.filter(pl.col(S.ROW).is_null()).drop(S.ROW)
-    bound = exact.filter(pl.col(S.ROW).is_not_null())
-    if unbound.height:
-        threads = unbound.select(S.PID, S.TID).unique().lazy()
-        on_threads = (
-            spans.join(threads, on=[S.PID, S.TID], how="semi")
-            .select(S.ROW, S.PID, S.TID, S.START_NS, end=pl.col(S.START_NS) + pl.col(S.DUR_NS))
-            .sort(S.START_NS)
-            .collect()
-        )
-        cand = (
-            unbound.sort("ts_ns")
-            .join_asof(
-                on_threads,
-                left_on="ts_ns",
-                right_on=S.START_NS,
-                by=[S.PID, S.TID],
-                strategy="backward",
-                check_sortedness=False,
-            )
-            .filter(pl.col("end") > pl.col("ts_ns"))
-            .select(bound.columns)
-        )
-        missed = unbound.height - cand.height
-        bound = pl.concat([bound, cand])
-    else:
-        missed = 0
-    return bound.select(S.ROW, "flow_id"), missed

@@ -1,0 +1,145 @@
+"""Frames kept by key between the sweep's passes, and the derived columns read back.
+
+:class:`Parts` holds frames by key (a bucket, a row range): Arrow IPC files in a folder
+for a trace swept in buckets, or frames in memory for a trace that is one bucket.
+:class:`Ranges` reads the derived columns back a range of rows at a time, in row order.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.ipc
+
+from neurontrace import schema as S
+from neurontrace.table.flows import with_flows
+
+if TYPE_CHECKING:
+    from neurontrace.table.sweep import _Sweep
+
+_I64 = pl.Int64
+#: The output columns derived by the sweep, in schema order (the others are the
+#: reader's, or ``row`` and ``rank``, made when writing).
+DERIVED = tuple(c.name for c in S.COLUMNS if c.name in (
+    S.TRACK, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK, S.STEP))
+
+
+class Parts:
+    """Frames by key (a bucket, a row range), each appended a frame at a time: Arrow IPC
+    stream files in ``folder``, one per key, or (``folder`` None) frames in memory."""
+
+    def __init__(self, folder: Path | None, stem: str) -> None:
+        self.folder = folder
+        self.stem = stem
+        self._open: dict[int, tuple[pa.OSFile, pa.ipc.RecordBatchStreamWriter]] = {}
+        self._held: dict[int, list[pl.DataFrame]] = {}
+
+    def path(self, key: int) -> Path:
+        assert self.folder is not None
+        return self.folder / f"{self.stem}-{key}.arrow"
+
+    def write(self, key: int, frame: pl.DataFrame) -> None:
+        if self.folder is None:
+            self._held.setdefault(key, []).append(frame)
+            return
+        table = frame.to_arrow()
+        out = self._open.get(key)
+        if out is None:
+            sink = pa.OSFile(str(self.path(key)), "wb")
+            out = self._open[key] = (sink, pa.ipc.new_stream(sink, table.schema))
+        out[1].write_table(table)
+
+    def close(self) -> None:
+        opened, self._open = self._open, {}
+        for sink, writer in opened.values():
+            writer.close()
+            sink.close()
+
+    def read(self, key: int) -> pl.DataFrame | None:
+        if self.folder is None:
+            held = self._held.get(key)
+            if held is None:
+                return None
+            return held[0] if len(held) == 1 else pl.concat(held)
+        path = self.path(key)
+        if not path.exists():
+            return None
+        with pa.OSFile(str(path), "rb") as f:
+            frame = pl.from_arrow(pa.ipc.open_stream(f).read_all())
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def remove(self, key: int) -> None:
+        if self.folder is None:
+            self._held.pop(key, None)
+        else:
+            self.path(key).unlink(missing_ok=True)
+
+
+class Ranges:
+    """The derived columns, read back a range of rows at a time, in row order."""
+
+    def __init__(self, sweep: _Sweep, launch_steps: pl.DataFrame) -> None:
+        self.folder = sweep.folder
+        self.files = (sweep.ranges, sweep.fids, sweep.linked)
+        self.height = sweep.narrow.rows
+        self.size = sweep.size
+        self.names = sweep.names
+        self.launch_steps = launch_steps.select(
+            pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.STEP).cast(pl.Int32).alias("_op_step"))
+        self._cached: tuple[int, pl.DataFrame] | None = None
+
+    def _range(self, k: int) -> pl.DataFrame:
+        if self._cached is not None and self._cached[0] == k:
+            return self._cached[1]
+        ranges, fids, linked = self.files
+        base = ranges.read(k)
+        assert base is not None
+        base = base.sort(S.ROW)
+        want = min(self.size, self.height - k * self.size)
+        assert base.height == want, f"range {k}: {base.height} rows, not {want}"
+        base = with_flows(base, fids.read(k))
+        links = linked.read(k)
+        if self.folder is None:  # held in memory and read once, in order: let them go
+            for parts in self.files:
+                parts.remove(k)
+        track = self.names.gather(base.get_column("lane")).alias(S.TRACK)
+        if links is None:  # no row of the range to link (a join would copy the range)
+            frame = base.select(
+                track, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS,
+                pl.lit(None, _I64).alias(S.FRAMEWORK_ROW), pl.lit(None, pl.String).alias(S.LINK),
+                pl.col(S.STEP).cast(pl.Int32)).select(DERIVED)
+            self._cached = (k, frame)
+            return frame
+        base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
+            self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
+        launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
+        frame = base.select(
+            track, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
+            pl.when(launched).then("_op_step").otherwise(S.STEP).cast(pl.Int32).alias(S.STEP),
+        ).select(DERIVED)
+        self._cached = (k, frame)
+        return frame
+
+    def slice(self, offset: int, length: int) -> pl.DataFrame:
+        end = min(offset + length, self.height)
+        parts = []
+        for k in range(offset // self.size, -(-end // self.size)):
+            lo = max(offset, k * self.size) - k * self.size
+            hi = min(end, (k + 1) * self.size) - k * self.size
+            parts.append(self._range(k).slice(lo, hi - lo))
+        if parts:
+            return pl.concat(parts)
+        return pl.DataFrame(schema={  # no rows
+            S.TRACK: pl.Categorical, S.SELF_NS: _I64, S.PARENT: _I64, S.DEPTH: pl.Int32,
+            S.FLOW_IDS: pl.List(pl.String), S.FRAMEWORK_ROW: _I64, S.LINK: pl.String,
+            S.STEP: pl.Int32}).select(DERIVED)
+
+    def close(self) -> None:
+        self._cached = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
