@@ -1,13 +1,13 @@
 """Conversion speed and memory against the baselines, in one run.
 
     python bench/convert.py [TRACE.json] [--runs 3] [--grouped] [--cuda SOURCE]
-                            [--code NAME=CHECKOUT ...]
+                            [--code NAME=CHECKOUT ...] [--only-code] [--prefault GIB]
 
 Without a trace it makes one (~300 MB, see bench/make_trace.py; needs torch); with
 ``--cuda SOURCE`` it makes a ~300 MB device-heavy one instead from a real CUDA trace
 (bench/make_big_trace.py; e.g. a multi-stream trace of the corpus). ``--code`` adds
-``neurontrace convert`` run from another checkout (its folder on ``PYTHONPATH``, this
-interpreter), to compare two versions in the same run. Each
+``neurontrace convert`` run from another checkout (from its folder, which is also put on
+``PYTHONPATH``; this interpreter), to compare two versions in the same run. Each
 method runs in a fresh process, one after another, ``--runs`` times; the table shows the
 median wall time and peak RSS of the whole process (interpreter start and imports
 included; for neurontrace, its worker processes added in), then neurontrace's ratios to
@@ -46,8 +46,29 @@ HTA = (
 )
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one fresh process, its workers included.
+#: Allocates and touches this many GiB, then exits (see :func:`prefault`).
+TOUCH = ("import sys; b = bytearray(int(float(sys.argv[1]) * (1 << 30))); "
+         "b[::4096] = b'1' * len(b[::4096])")
+
+
+def prefault(gib: float) -> None:
+    """Touch ``gib`` GiB of fresh memory in a process of its own, then free it.
+
+    Every method's time includes first touches of fresh pages (minor page faults,
+    printed): on the CPU trace ``orjson.loads`` makes about 570 k, ``convert`` about
+    340 k over its processes, at about 1.9 us of system time each on the reference VM
+    (3 GiB touched: 788 k faults, 1.45 s). On a virtual machine whose host takes freed
+    memory back (virtio-balloon free page reporting) a first touch also waits for the
+    host, more or less depending on what ran before; touching more than any method's
+    peak just before each run starts every method from the same, host-backed, memory.
+    """
+    subprocess.run([sys.executable, "-c", TOUCH, str(gib)], check=True)
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+            ) -> tuple[float, float, float, int]:
+    """Wall seconds, peak RSS (MiB), CPU seconds and minor page faults of one fresh
+    process, its workers included (the CPU time and faults of those it waited for).
 
     The peak is the largest sum of the resident sets of the process and every process
     under it, sampled every 10 ms from /proc (Linux; pages shared between them, such as
@@ -55,7 +76,7 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, f
     ``ru_maxrss`` from ``os.wait4`` (the largest single process, exactly).
     """
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
                          env=None if env is None else {**os.environ, **env})
     peak = [0]
     stop = threading.Event()
@@ -73,7 +94,8 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, f
     err = p.stderr.read().decode() if p.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
-    return wall, max(peak[0], usage.ru_maxrss * 1024) / (1 << 20)
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, max(peak[0], usage.ru_maxrss * 1024) / (1 << 20), cpu, usage.ru_minflt
 
 
 def _tree_rss(pid: int) -> int:
@@ -114,6 +136,10 @@ def main() -> None:
                     help="make the trace from this CUDA trace (bench/make_big_trace.py)")
     ap.add_argument("--code", action="append", default=[], metavar="NAME=CHECKOUT",
                     help="also time neurontrace convert from this checkout")
+    ap.add_argument("--only-code", action="store_true",
+                    help="time only the --code checkouts, not this one")
+    ap.add_argument("--prefault", type=float, default=3.0, metavar="GIB",
+                    help="touch this much memory before each run (0: do not; see prefault)")
     a = ap.parse_args()
     if a.cuda is not None and not a.trace.exists():
         print(f"making {a.trace} from {a.cuda}...", file=sys.stderr)
@@ -124,43 +150,47 @@ def main() -> None:
         print(f"making {a.trace} (about a minute)...", file=sys.stderr)
         make = [sys.executable, str(HERE / "make_trace.py"), str(a.trace), "--steps", "180"]
         subprocess.run(make, check=True)
-    size = a.trace.stat().st_size
+    trace = a.trace.resolve()
+    size = trace.stat().st_size
     out_dir = Path(tempfile.mkdtemp(prefix="nt-bench-"))
     out = out_dir / "trace.parquet"
-    nt = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force",
-          str(a.trace), str(out)]
-    methods: dict[str, list[str]] = {
-        "orjson.loads": [sys.executable, "-c", ORJSON, str(a.trace)],
-        "neurontrace convert": nt,
-    }
-    envs: dict[str, dict[str, str]] = {}
+    nt = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force", str(trace),
+          str(out)]
+    methods: dict[str, list[str]] = {"orjson.loads": [sys.executable, "-c", ORJSON, str(trace)]}
+    if not a.only_code:
+        methods["neurontrace convert"] = nt
+    where: dict[str, Path] = {}
     for given in a.code:
         name, _, checkout = given.partition("=")
+        # run from the checkout: ``python -m`` puts the working folder first on sys.path
         methods[f"convert ({name})"] = nt
-        envs[f"convert ({name})"] = {"PYTHONPATH": str(Path(checkout).resolve())}
+        where[f"convert ({name})"] = Path(checkout).resolve()
     if has_hta():
-        methods["HolisticTraceAnalysis load"] = [sys.executable, "-c", HTA, str(a.trace)]
-    results: dict[str, list[tuple[float, float]]] = {m: [] for m in methods}
+        methods["HolisticTraceAnalysis load"] = [sys.executable, "-c", HTA, str(trace)]
+    results: dict[str, list[tuple[float, float, float, int]]] = {m: [] for m in methods}
     order = ([m for m in methods for _ in range(a.runs)] if a.grouped
              else [m for _ in range(a.runs) for m in methods])
     for m in order:
-        results[m].append(measure(methods[m], envs.get(m)))
-    med = {m: (statistics.median(w for w, _ in r), statistics.median(k for _, k in r))
-           for m, r in results.items()}
+        if a.prefault:
+            prefault(a.prefault)
+        env = {"PYTHONPATH": str(where[m])} if m in where else None
+        results[m].append(measure(methods[m], env, where.get(m)))
+    med = {m: tuple(statistics.median(r[i] for r in rs) for i in range(4))
+           for m, rs in results.items()}
     how = "grouped by method" if a.grouped else "interleaved"
-    print(f"trace: {a.trace} ({size / 1e6:.0f} MB), median of {a.runs} runs ({how}), "
-          "fresh process each")
-    print(f"{'method':<30}{'wall s':>9}{'peak RSS MiB':>15}")
-    for m, (w, k) in med.items():
-        print(f"{m:<30}{w:>9.2f}{k:>15.0f}")
-    w_nt, k_nt = med["neurontrace convert"]
+    print(f"trace: {trace} ({size / 1e6:.0f} MB), median of {a.runs} runs ({how}), "
+          f"fresh process each{f', {a.prefault:g} GiB touched before each' if a.prefault else ''}")
+    print(f"{'method':<30}{'wall s':>9}{'peak RSS MiB':>15}{'CPU s':>8}{'minor faults':>14}")
+    for m, (w, k, c, f) in med.items():
+        print(f"{m:<30}{w:>9.2f}{k:>15.0f}{c:>8.2f}{f:>14,.0f}")
     print()
-    for m, (w, _) in med.items():
-        if m != "neurontrace convert":
-            print(f"neurontrace convert / {m}: {w_nt / w:.2f}x the wall time")
+    ours = [m for m in methods if m == "neurontrace convert" or m.startswith("convert (")]
+    for mine in ours:
+        for m, (w, *_) in med.items():
+            if m not in ours:
+                print(f"{mine} / {m}: {med[mine][0] / w:.2f}x the wall time")
     print(f"Parquet size / JSON size: {out.stat().st_size / size:.3f} "
           f"({out.stat().st_size / 1e6:.1f} MB)")
-    print(f"neurontrace peak RSS: {k_nt:.0f} MiB (all its processes together)")
 
 
 if __name__ == "__main__":
