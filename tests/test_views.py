@@ -38,6 +38,21 @@ RMS_NORM = FIXTURES / "capture" / "cuda" / "rms_norm" / "trace.json.gz"
 INNER = ("gaps", "copies", "steps", "host_ops", "device_ops")
 
 
+#: The conversion side, which the analyses never import (they read what ``io`` loads).
+CONVERSION = ("neurontrace.table", "neurontrace.readers", "neurontrace.workers",
+              "neurontrace.convert")
+
+
+def test_no_analysis_imports_the_conversion_side() -> None:
+    analyses_dir = ROOT / "neurontrace" / "analyses"
+    for module in sorted(analyses_dir.rglob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                assert not name.startswith(CONVERSION), (module.name, name)
+
+
 def test_no_view_imports_an_analysis_function() -> None:
     for module in sorted(VIEWS.glob("*.py")):
         for node in ast.walk(ast.parse(module.read_text())):

@@ -12,7 +12,7 @@ run: ``calls`` (# of Calls), ``self_ns`` (Self CPU), ``total_ns`` (CPU total) an
   :data:`.vocab.HOST_ROLES`), minus the utility ops torch filters out
   (``aten::is_leaf``, ...); every ``ProfilerStep#N`` is named ``ProfilerStep*``;
 - they are nested per thread among themselves only (other spans on the thread are
-  ignored) by torch's rule (:func:`neurontrace.table.nesting.containers`), and self =
+  ignored) by torch's rule (:func:`.intervals.containers`), and self =
   duration - the durations of the direct children (negative where ``with_stack``'s
   Python frames overlap ``record_function`` ranges: torch reports the same);
 - an op nested directly in an op of the same name that has no other child is merged
@@ -45,11 +45,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import polars as pl
 
 from neurontrace import schema as S
+from neurontrace.analyses import intervals as I
 from neurontrace.analyses import vocab as V
-from neurontrace.table.nesting import containers
 
 Layer = Literal["framework", "device"]
 UNLINKED = "(unlinked)"
@@ -77,39 +78,40 @@ def host_events(lf: pl.LazyFrame) -> pl.DataFrame:
     ``parent`` and ``self_ns`` (of this nesting: torch's, where a span that partly
     overlaps another is not its child, and self time is not clipped at 0, so it can be
     negative as in torch), ``merged`` (folded into a parent of the same name).
+
+    A lane is a thread (``rank, pid, tid``), else the track of a row without one.
     """
+    lane = [S.RANK, S.PID, S.TID, "_track"]
     rows = (
         lf.filter(V.is_host_event() & ~pl.col(S.NAME).is_in(V.KEY_AVERAGES_SKIPPED))
         .select(
-            S.ROW, S.RANK, V.op_name().alias(S.NAME), S.START_NS, S.DUR_NS,
-            lane=pl.struct(
-                S.RANK, S.PID, S.TID,
-                pl.when(pl.col(S.PID).is_null() | pl.col(S.TID).is_null()).then(S.TRACK),
-            ).rank("dense"),
+            S.ROW, S.RANK, V.op_name().alias(S.NAME), S.START_NS, S.DUR_NS, S.PID, S.TID,
+            _track=pl.when(pl.col(S.PID).is_null() | pl.col(S.TID).is_null()).then(S.TRACK),
         )
+        .sort([*lane, S.START_NS, S.DUR_NS, S.ROW],
+              descending=[False] * 5 + [True, False], nulls_last=True)
         .collect()
     )
-    tree = containers(rows.select(row=S.ROW, lane="lane", start=S.START_NS, dur=S.DUR_NS))
-    df = rows.drop("lane").join(tree.rename({"row": S.ROW, "parent": S.PARENT}), on=S.ROW)
-    kids = (
-        df.group_by(S.PARENT)
-        .agg(_kids_ns=pl.col(S.DUR_NS).sum(), _kids=pl.len())
-        .drop_nulls(S.PARENT)
-        .rename({S.PARENT: S.ROW})
-    )
-    df = df.join(kids, on=S.ROW, how="left").with_columns(
-        (pl.col(S.DUR_NS) - pl.col("_kids_ns").fill_null(0)).alias(S.SELF_NS)
-    )
-    up = df.select(
-        pl.col(S.ROW).alias(S.PARENT), _parent_name=S.NAME, _parent_kids="_kids"
-    )
-    return (
-        df.join(up, on=S.PARENT, how="left")
-        .with_columns(
-            merged=((pl.col(S.NAME) == pl.col("_parent_name")) & (pl.col("_parent_kids") == 1))
-            .fill_null(False)
-        )
-        .drop("_kids_ns", "_kids", "_parent_name", "_parent_kids")
+    new_lane = rows.select(
+        pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift()) for c in lane)
+    ).to_series().fill_null(True)
+    start = rows.get_column(S.START_NS).to_numpy()
+    dur = rows.get_column(S.DUR_NS).to_numpy()
+    parent = I.containers(new_lane.cum_sum().to_numpy(), start, dur)
+    has = parent >= 0
+    kids_ns = np.zeros(len(parent), np.int64)
+    np.add.at(kids_ns, parent[has], dur[has])  # exact int64 sums
+    kids = np.bincount(parent[has], minlength=len(parent))
+    at = pl.Series(np.maximum(parent, 0))
+    names = rows.get_column(S.NAME)
+    merged = pl.Series(has) & (names.gather(at) == names).fill_null(False) & pl.Series(
+        kids[np.maximum(parent, 0)] == 1)
+    parent_row = rows.get_column(S.ROW).gather(at).scatter(np.nonzero(~has)[0], None)
+    return rows.select(
+        S.ROW, S.RANK, S.NAME, S.START_NS, S.DUR_NS,
+        parent_row.alias(S.PARENT),
+        pl.Series(S.SELF_NS, dur - kids_ns),
+        merged.alias("merged"),
     )
 
 
