@@ -69,6 +69,34 @@ def test_figures_are_the_analyses(tmp_path: Path) -> None:
     assert run["transfers"] == analyses.copies(lf).height == sum(c["copies"] for c in run["copies"])
 
 
+def test_a_trace_of_profiler_ranges_says_what_it_has_and_lacks_as_the_terminal_does(
+        tmp_path: Path) -> None:
+    # a CUPTI profiler trace: launches on the host, counter ranges on the device, no kernel
+    path = tmp_path / "ranges.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 1, "tid": 1, "ts": 0,
+         "dur": 100, "args": {"External id": 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 10, "dur": 5, "args": {"External id": 1, "correlation": 1}},
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "conv_kernel", "pid": 0, "tid": 1,
+         "ts": 20, "dur": 30, "args": {"device": 0}},
+    ]}))
+    out = tmp_path / "r.html"
+    done = CliRunner().invoke(cli, ["report", str(path), "--html", str(out)])
+    assert done.exit_code == 0, done.output
+    said = embedded(out.read_text())["runs"][0]["no_device_work"]
+    assert said == ("No device work in this trace: its device rows are 1 CUPTI profiler "
+                    "range(s) (counters measured over a range), not kernels or copies. 1 "
+                    "runtime call(s) on the host; the device side of their launches and "
+                    "copies is not in the trace.")
+    assert said.split(". ")[0] in done.stdout  # the terminal's words
+    assert "host only" not in said
+    # a trace with device work has nothing to explain
+    naive = embedded(page_of({"naive": analyses.events(CUDA / "naive" / "trace.json.gz")},
+                             tmp_path / "n.html").read_text())
+    assert naive["runs"][0]["no_device_work"] is None
+
+
 def test_names_cannot_close_the_script(tmp_path: Path) -> None:
     frame = analyses.events(CUDA / "naive" / "trace.json.gz").collect().with_columns(
         pl.lit("</script><b>x").alias(S.NAME))

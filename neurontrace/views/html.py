@@ -26,6 +26,7 @@ from neurontrace import schema as S
 from neurontrace.analyses.gaps import CAUSES
 from neurontrace.io import atomic
 from neurontrace.views.results import Run, cut
+from neurontrace.views.terminal import no_device_work
 
 MAX_EVENTS = 20_000
 MAX_DEPTH = 5  # nesting levels drawn per lane; deeper spans are drawn at this level
@@ -75,6 +76,9 @@ def _run(run: Run, top: int, max_events: int) -> dict[str, Any]:
         "transfers": r.transfers,
         "host_ops": r.host_ops.to_dicts(),
         "device_ops": r.device_ops.to_dicts(),
+        # what the trace has and lacks when it has no device work, as the terminal says
+        "no_device_work": None if r.device_ops.height
+        else " ".join(line.strip() for line in no_device_work(r)),
         "idle": r.idle.to_dicts(),
         "span_ns": span,
         "idle_ns": idle,

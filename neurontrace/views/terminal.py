@@ -471,10 +471,10 @@ _DEVICE_ROW_NAMES = {
 }
 
 
-def _no_device_work(r: Report) -> list[str]:
+def no_device_work(r: Report) -> list[str]:
     """Why a report has no device time: no device rows at all (host only), or device rows
     that are not device work, said by what they are, and the runtime calls whose work the
-    trace lacks."""
+    trace lacks (the terminal and the HTML page say the same)."""
     if not r.device_rows.height:
         return ["No device work in this trace (host only)."]
     parts = [f"{n:,} " + (_DEVICE_ROW_NAMES.get(cat or "")
@@ -497,7 +497,7 @@ def report(r: Report, name: str) -> list[str]:
         out.append(heading("Device time by the op that launched it"))
         out.extend(_op_lines(r.device_ops, "device time", r.steps, "launch"))
     else:
-        out.extend(_no_device_work(r))
+        out.extend(no_device_work(r))
     out.append("")
     if r.devices.height:
         span = int(r.devices.get_column("span_ns").sum())
