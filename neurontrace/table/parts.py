@@ -87,7 +87,7 @@ class Ranges:
         self.folder = sweep.folder
         self.files = (sweep.ranges, sweep.fids, sweep.linked)
         self.height = sweep.narrow.rows
-        self.size = sweep.size
+        self.size = sweep.range_size
         self.names = sweep.names
         self.launch_steps = launch_steps.select(
             pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.STEP).cast(pl.Int32).alias("_op_step"))

@@ -102,7 +102,11 @@ class _Sweep:
         self.flow_files = flow_files
         self.diag = diag
         self.folder = folder  # None: one bucket, in memory
-        self.size = size  # rows per bucket and per row range
+        self.size = size  # rows per bucket
+        # Rows per row range: a bucket's in files; in memory at most as many, so that
+        # the derived columns are sorted, joined and written a range at a time (one
+        # range of every row held the whole table's columns twice while writing)
+        self.range_size = min(size, bucket_rows())
         self.buckets = Parts(folder, "bucket")  # rows by start time
         self.flows = Parts(folder, "flows")  # flow events by time
         # by row range:
@@ -337,7 +341,7 @@ class _Sweep:
         if self._ranges() == 1:
             files.write(0, out)
             return
-        part = out.get_column(S.ROW).to_numpy() // self.size
+        part = out.get_column(S.ROW).to_numpy() // self.range_size
         for (k,), piece in out.with_columns(_k=part).partition_by("_k", as_dict=True).items():
             files.write(int(k), piece.drop("_k"))
 
@@ -410,7 +414,7 @@ class _Sweep:
                 yield c
 
     def _ranges(self) -> int:
-        return -(-self.narrow.rows // self.size)
+        return -(-self.narrow.rows // self.range_size)
 
     def _framework(self, refs: pl.Series) -> pl.DataFrame:
         """The framework rows that carry one of the External ids ``refs``."""
