@@ -737,6 +737,32 @@ def test_a_cache_folder_someone_else_made_is_not_used(work: Path, explorer: Path
     assert added(before, tree(work)) == {"shared/c.parquet"}
 
 
+def test_a_shared_cache_folder_another_run_removes_meanwhile_is_made_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs at once: the first made the shared cache folder and removes it (empty)
+    as it ends, between the second's mkdir (exists) and its lstat (gone). Once, that
+    was an internal error; the second run makes the folder again."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    path = shared / f"{scratch.CACHE}-{os.geteuid()}"
+    path.mkdir(mode=0o700)  # the first run's
+    real = os.lstat
+
+    def first_run_ends(p: os.PathLike[str] | str) -> os.stat_result:
+        if Path(p) == path and path.exists():
+            path.rmdir()
+        monkeypatch.setattr(scratch.os, "lstat", real)
+        return real(p)
+
+    monkeypatch.setattr(scratch.os, "lstat", first_run_ends)
+    run = tmp_path / "run"
+    run.mkdir()
+    with scratch.cache_folder(shared, run) as cache:
+        assert cache == path and stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert not path.exists()  # made by this run, removed again when empty
+
+
 # -- capture run folders ------------------------------------------------------------------
 
 @pytest.mark.parametrize("mask", [0o022, 0o077])

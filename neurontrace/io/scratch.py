@@ -161,17 +161,24 @@ def cache_folder(parent: Path | None, run: Path) -> Iterator[Path]:
             yield path
         return
     path = where / f"{CACHE}-{os.geteuid()}"
-    made = False
-    try:
-        path.mkdir(mode=0o700)
-        made = True
-    except FileExistsError:
-        pass
-    except OSError:
+    made, st = False, None
+    for _ in range(3):  # another run may remove the folder it made between our two calls
+        try:
+            path.mkdir(mode=0o700)
+            made = True
+        except FileExistsError:
+            pass
+        except OSError:
+            break
+        try:
+            st = os.lstat(path)
+            break
+        except FileNotFoundError:
+            continue
+    if st is None:
         yield _private(run)
         return
     try:
-        st = os.lstat(path)
         mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
         if not mine or st.st_mode & 0o077:
             yield _private(run)

@@ -295,7 +295,7 @@ def explorer_output(args: list[str], capture: Path, cache: Path) -> Path:
     if shutil.which(EXPLORER) is None:
         raise _missing(capture, args)
     timeout = explorer_timeout()
-    cache.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(mode=0o700, parents=True, exist_ok=True)  # 0700 if a run removed it
     with scratch.run_folder(cache) as work:  # removed on every exit path
         tmp = work / "view"
         tmp.mkdir()
