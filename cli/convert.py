@@ -101,6 +101,8 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | N
         + (f", {warned:,} warning(s) (see -v)" if warned and not verbose else ""),
         err=True,
     )
+    for note in d.notes:
+        click.echo(f"  note: {note}", err=True)
     if verbose:
         for line in d.lines():
             click.echo(f"  warning: {line}", err=True)

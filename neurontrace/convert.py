@@ -370,6 +370,7 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
     if isinstance(run, Serial) and progress is not None:
         fn = partial(convert_one, progress=progress)
     run.run(fn, jobs, done)
+    shared_ranks(result)
     keep = {str(p) for p in result.outputs}
     for f in out.parquet_files():
         if f not in keep:
@@ -378,6 +379,23 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
                 out.drop_if_empty(posixpath.dirname(f))
     if out.local is not None:
         _tidy(out.local, keep)
+
+
+def shared_ranks(result: Converted) -> None:
+    """A note when traces of the dataset share a rank: they are not the ranks of one run
+    (a capture's variants, unrelated traces), and the analyses will take them only apart
+    (:func:`neurontrace.io.load.events` refuses them together)."""
+    by_rank: dict[str, list[str]] = {}
+    for p in result.outputs:
+        by_rank.setdefault(posixpath.basename(posixpath.dirname(str(p))), []).append(
+            posixpath.basename(str(p)))
+    for folder, names in sorted(by_rank.items()):
+        if len(names) > 1:
+            result.diagnostics.note(
+                f"{len(names)} of {len(result.outputs)} traces are {folder} "
+                f"({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''}): "
+                "not the ranks of one run, so the analyses take them one at a time "
+                "(report FILE) or side by side (compare A B), never added up")
 
 
 def _record(out: Converted, d: JobOutput) -> None:

@@ -175,6 +175,23 @@ def test_two_traces_of_one_rank_in_a_folder_are_refused(tmp_path: Path) -> None:
         events(tmp_path)
 
 
+@pytest.mark.parametrize("study", ["cpu", "cuda"])
+def test_converting_traces_that_share_a_rank_says_the_analyses_take_them_apart(
+        study: str, tmp_path: Path) -> None:
+    # Issue 16 item 5: convert put a capture's variants (or unrelated traces) in one
+    # rank's folder without a word; the analyses refuse them together afterwards.
+    folder = FIXTURES / "capture" / study
+    done = CliRunner().invoke(cli, ["convert", str(folder), str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    assert "  note: 3 of 3 traces are rank=0 (trace-2.parquet, trace-3.parquet, " \
+           "trace.parquet): not the ranks of one run, so the analyses take them one at " \
+           "a time (report FILE) or side by side (compare A B), never added up\n" \
+           in done.stderr
+    one = CliRunner().invoke(cli, ["convert", str(FIXTURES / "neuron" / "run_two_ranks"),
+                                   str(tmp_path / "ranks")])
+    assert one.exit_code == 0 and "note:" not in one.stderr, one.output
+
+
 OLDER_KINETO = ("critical_path", "cupti_profiler", "trace_diff")
 
 
