@@ -126,14 +126,14 @@ def inputs(lf: pl.LazyFrame) -> Inputs:
             _op=V.is_op(),
         )
         .filter(pl.any_horizontal("_work", "_launcher", "_copy", "_sync", "_op"))
-        .collect()
+        .collect(engine=I.ENGINE)
     )
     spans = frame.lazy().select(S.RANK, "_copy", "_sync", "_op", start=S.START_NS, end="end")
     copy, held, host = pl.collect_all([
         I.union(spans.filter("_copy"), [S.RANK]),
         I.union(spans.filter(pl.col("_copy") | pl.col("_sync")), [S.RANK]),
         I.union(spans.filter(pl.col("_copy") | pl.col("_sync") | pl.col("_op")), [S.RANK]),
-    ])
+    ], engine=I.ENGINE)
     work = frame.filter("_work").select(
         S.ROW, S.RANK, S.TRACK, S.DEVICE_COL, S.NAME, S.CORRELATION, S.FLOW_IDS,
         start=S.START_NS, end="end",
@@ -248,7 +248,8 @@ def idle(read: Inputs, by: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     latency may begin, the start of the launch of the work after the gap, clipped to it).
     """
     keys = list(by)
-    pieces = I.union(read.work, keys, first=[S.NAME, "launch"], last=[S.NAME]).collect()
+    pieces = I.union(read.work, keys, first=[S.NAME, "launch"], last=[S.NAME]).collect(
+        engine=I.ENGINE)
     nxt = (lambda e: e.shift(-1).over(keys)) if keys else (lambda e: e.shift(-1))
     candidates = (
         pieces.lazy().with_columns(
@@ -269,7 +270,7 @@ def idle(read: Inputs, by: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     # Each instant of a gap goes to the first explanation that holds then (copy, sync,
     # launch once issued, framework op), so one event nested in another (a copy inside
     # an op) counts for the more specific: unions of the first k kinds, differenced.
-    found = candidates.collect()
+    found = candidates.collect(engine=I.ENGINE)
     on = [S.RANK]
     c0, c1 = I.before(read.copy, found, on, ["g_start", "g_end"])
     h0, h1, h_cut = I.before(read.held, found, on, ["g_start", "g_end", "_cut"])

@@ -14,11 +14,16 @@ join against the union's cumulative length::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import polars as pl
 
 _I64 = pl.Int64
+#: The engine of the analyses' collects: frames of a few 100 k rows, already in memory or
+#: one scan; Polars' in-memory engine takes about a third less CPU than its default
+#: streaming engine on them (gaps on the 824 k-event CUDA trace: 0.53 -> 0.35 s).
+ENGINE: Literal["in-memory"] = "in-memory"
 
 
 def union(
@@ -111,7 +116,7 @@ def before(
                    strategy="backward", check_sortedness=False)
         .sort("_k")
         .select((pl.col("_before") + inside).fill_null(0).cast(_I64).alias("v"))
-        .collect()
+        .collect(engine=ENGINE)
         .get_column("v")
     )
     return [found.slice(i * n, n).alias(c) for i, c in enumerate(at)]
@@ -129,7 +134,7 @@ def coverage(
     ``pieces`` must be disjoint per ``by`` group (as :func:`union` returns them). The
     points keep their order.
     """
-    frame = points.lazy().collect()
+    frame = points.lazy().collect(engine=ENGINE)
     return frame.with_columns(before(pieces, frame, by, [at])[0].alias(out)).lazy()
 
 
@@ -142,7 +147,7 @@ def overlap(
     out: str,
 ) -> pl.LazyFrame:
     """Add column ``out`` to ``windows``: how much of ``[start, end)`` the pieces cover."""
-    frame = windows.lazy().collect()
+    frame = windows.lazy().collect(engine=ENGINE)
     t0, t1 = before(pieces, frame, by, [start, end])
     return frame.with_columns((t1 - t0).alias(out)).lazy()
 

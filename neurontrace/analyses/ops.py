@@ -90,7 +90,7 @@ def host_events(lf: pl.LazyFrame) -> pl.DataFrame:
         )
         .sort([*lane, S.START_NS, S.DUR_NS, S.ROW],
               descending=[False] * 5 + [True, False], nulls_last=True)
-        .collect()
+        .collect(engine=I.ENGINE)
     )
     new_lane = rows.select(
         pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift()) for c in lane)

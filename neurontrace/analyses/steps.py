@@ -73,7 +73,7 @@ def steps(lf: pl.LazyFrame, read: Inputs | None = None) -> pl.DataFrame:
         .filter(pl.col("step").is_not_null())
         .group_by(S.RANK, "step")
         .agg(launches=pl.len().cast(pl.Int64)),
-    ])
+    ], engine=I.ENGINE)
     if windows.height == 0:
         return pl.DataFrame(schema={c: (pl.Int64) for c in COLUMNS})
     if read is None:
@@ -94,5 +94,5 @@ def steps(lf: pl.LazyFrame, read: Inputs | None = None) -> pl.DataFrame:
         .with_columns(pl.col("launches").fill_null(0))
         .select(COLUMNS)
         .sort(S.RANK, S.START_NS)
-        .collect()
+        .collect(engine=I.ENGINE)
     )
