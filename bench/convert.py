@@ -118,6 +118,23 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
+#: ``neurontrace convert`` of the checkout ``sys.argv[1]``, its own ``cli/`` included: the
+#: editable install maps ``neurontrace.cli`` to this checkout's ``cli/`` whatever
+#: ``sys.path`` says, so a plain ``python -m neurontrace.cli.main`` would mix the two.
+CHECKOUT_CLI = (
+    "import importlib.util, sys\n"
+    "root = sys.argv.pop(1)\n"
+    "spec = importlib.util.spec_from_file_location('neurontrace.cli', root + '/cli/__init__.py',"
+    " submodule_search_locations=[root + '/cli'])\n"
+    "mod = importlib.util.module_from_spec(spec)\n"
+    "sys.modules['neurontrace.cli'] = mod\n"
+    "spec.loader.exec_module(mod)\n"
+    "from neurontrace.cli.main import main\n"
+    "sys.argv[0] = 'neurontrace'\n"
+    "main()\n"
+)
+
+
 def has_hta() -> bool:
     r = subprocess.run([sys.executable, "-c", "import hta.trace_analysis"], capture_output=True)
     return r.returncode == 0
@@ -162,9 +179,11 @@ def main() -> None:
     where: dict[str, Path] = {}
     for given in a.code:
         name, _, checkout = given.partition("=")
-        # run from the checkout: ``python -m`` puts the working folder first on sys.path
-        methods[f"convert ({name})"] = nt
-        where[f"convert ({name})"] = Path(checkout).resolve()
+        # run from the checkout (first on sys.path), with its own cli
+        root = Path(checkout).resolve()
+        methods[f"convert ({name})"] = [sys.executable, "-c", CHECKOUT_CLI, str(root),
+                                        *nt[3:]]
+        where[f"convert ({name})"] = root
     if has_hta():
         methods["HolisticTraceAnalysis load"] = [sys.executable, "-c", HTA, str(trace)]
     results: dict[str, list[tuple[float, float, float, int]]] = {m: [] for m in methods}
