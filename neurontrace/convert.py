@@ -384,7 +384,7 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
 def shared_ranks(result: Converted) -> None:
     """A note when traces of the dataset share a rank: they are not the ranks of one run
     (a capture's variants, unrelated traces), and the analyses will take them only apart
-    (:func:`neurontrace.io.load.events` refuses them together)."""
+    (:func:`neurontrace.loading.events` refuses them together)."""
     by_rank: dict[str, list[str]] = {}
     for p in result.outputs:
         by_rank.setdefault(posixpath.basename(posixpath.dirname(str(p))), []).append(

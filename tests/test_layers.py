@@ -45,6 +45,19 @@ def test_no_reader_imports_the_pipeline_or_the_workers() -> None:
     assert {m: names for m, names in wrong.items() if names} == {}
 
 
+def test_io_imports_no_reader_derivation_worker_or_convert() -> None:
+    """``io`` is our files (store, atomic writes, scratch folders): below the pipeline."""
+    below = ("neurontrace.readers", "neurontrace.table", "neurontrace.workers",
+             "neurontrace.convert", "neurontrace.loading")
+    modules = sorted((ROOT / "neurontrace" / "io").rglob("*.py"))
+    assert len(modules) > 5
+    wrong = {str(m.relative_to(ROOT)): sorted(n for n in imported(m)
+                                              if any(n == p or n.startswith(p + ".")
+                                                     for p in below))
+             for m in modules}
+    assert {m: names for m, names in wrong.items() if names} == {}
+
+
 def test_the_check_sees_every_form_of_import(tmp_path: Path) -> None:
     """The check itself: each way of spelling an import of the pipeline is found."""
     pkg = tmp_path / "neurontrace" / "readers" / "kineto"

@@ -31,7 +31,7 @@ from neurontrace.analyses.kernels import kernels
 from neurontrace.analyses.ops import device_ops, host_ops, ops
 from neurontrace.analyses.report import Report, report
 from neurontrace.analyses.steps import steps
-from neurontrace.io.load import events
+from neurontrace.loading import events
 
 __all__ = [
     "ALL",
