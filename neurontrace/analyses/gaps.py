@@ -267,20 +267,7 @@ def idle(read: Inputs, by: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
             .clip(lower_bound=pl.col("g_start"))
         )
     )
-    # Each instant of a gap goes to the first explanation that holds then (copy, sync,
-    # launch once issued, framework op), so one event nested in another (a copy inside
-    # an op) counts for the more specific: unions of the first k kinds, differenced.
-    found = candidates.collect(engine=I.ENGINE)
-    on = [S.RANK]
-    c0, c1 = I.before(read.copy, found, on, ["g_start", "g_end"])
-    h0, h1, h_cut = I.before(read.held, found, on, ["g_start", "g_end", "_cut"])
-    o0, o_cut = I.before(read.host, found, on, ["g_start", "_cut"])
-    found = found.with_columns(
-        (c1 - c0).alias(f"{H2D_COPY}_cover"),
-        ((h1 - h0) - (c1 - c0)).alias(f"{SYNC}_cover"),
-        (pl.col("g_end") - pl.col("_cut") - (h1 - h_cut)).alias(f"{LAUNCH}_cover"),
-        ((o_cut - o0) - (h_cut - h0)).alias(f"{DISPATCH}_cover"),
-    )
+    found = explain(read, candidates.collect(engine=I.ENGINE))
     known = [pl.col(f"{c}_cover") for c in CAUSES if c != UNKNOWN]
     best = pl.max_horizontal(known)
     cause: pl.Expr = pl.lit(UNKNOWN)
@@ -290,54 +277,30 @@ def idle(read: Inputs, by: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
         start_ns=pl.col("g_start"),
         dur_ns=pl.col("g_end") - pl.col("g_start"),
         cause=pl.when(best <= 0).then(pl.lit(UNKNOWN)).otherwise(cause),
-        **{f"{UNKNOWN}_cover": pl.col("g_end") - pl.col("g_start") - pl.sum_horizontal(known)},
     ).drop("g_start", "g_end", "_launch")
     return pieces.select(*keys, "start", "end"), found
 
 
-def cause_pieces(read: Inputs, found: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
-    """The gaps ``found`` by :func:`idle` cut where their explanation changes:
-    ``by..., start, end, cause``, each instant with the cause that holds then (the
-    precedence of the module docstring), so that any window's time per cause is the
-    overlap of these pieces with it (a gap straddling two steps is split exactly).
+def explain(read: Inputs, stretches: pl.DataFrame) -> pl.DataFrame:
+    """``stretches`` (``rank, g_start, g_end, _cut``: idle time, and where the launch of
+    the work after it began, clipped to it) with the time each cause explains,
+    ``<cause>_cover``, adding up to ``g_end - g_start``.
 
-    A sweep over the boundaries: the gaps, their launch parts ``[_cut, gap end)`` and the
-    rank's three nested unions each add 1 where they begin and -1 where they end; between
-    two boundaries, which of them is open says the cause.
+    Each instant goes to the first explanation that holds then (copy, sync, launch once
+    issued, framework op), so one event nested in another (a copy inside an op) counts
+    for the more specific: the rank's unions of the first k kinds, differenced.
     """
-    keys = list(by)
-    gaps = found.select(*keys, start=S.START_NS, end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
-                        cut="_cut")
-    owners = gaps.select(keys).unique()
-    sets = {
-        "_g": gaps.select(*keys, "start", "end"),
-        "_l": gaps.filter(pl.col("cut") < pl.col("end")).select(*keys, start="cut", end="end"),
-        "_c": owners.join(read.copy, on=S.RANK),
-        "_h": owners.join(read.held, on=S.RANK),
-        "_o": owners.join(read.host, on=S.RANK),
+    on = [S.RANK]
+    c0, c1 = I.before(read.copy, stretches, on, ["g_start", "g_end"])
+    h0, h1, h_cut = I.before(read.held, stretches, on, ["g_start", "g_end", "_cut"])
+    o0, o_cut = I.before(read.host, stretches, on, ["g_start", "_cut"])
+    covers = {
+        H2D_COPY: c1 - c0,
+        SYNC: (h1 - h0) - (c1 - c0),
+        LAUNCH: (stretches.get_column("g_end") - stretches.get_column("_cut"))
+        - (h1 - h_cut),
+        DISPATCH: (o_cut - o0) - (h_cut - h0),
     }
-    names = list(sets)
-    edges = pl.concat([
-        frame.select(*keys, t=pl.col(edge), _set=pl.lit(i, pl.Int8),
-                     _d=pl.lit(1 if edge == "start" else -1, pl.Int8))
-        for i, frame in enumerate(sets.values()) for edge in ("start", "end")
-    ])
-    opened = (
-        edges.sort(*keys, "t")
-        .with_columns(
-            (pl.col("_d").cast(pl.Int64) * (pl.col("_set") == i)).cum_sum().over(keys)
-            .alias(name)
-            for i, name in enumerate(names)
-        )
-        .group_by(*keys, "t", maintain_order=True).last()
-        .with_columns(end=pl.col("t").shift(-1).over(keys))
-        .filter((pl.col("_g") > 0) & (pl.col("end") > pl.col("t")))
-    )
-    cause = (
-        pl.when(pl.col("_c") > 0).then(pl.lit(H2D_COPY))
-        .when(pl.col("_h") > 0).then(pl.lit(SYNC))
-        .when(pl.col("_l") > 0).then(pl.lit(LAUNCH))
-        .when(pl.col("_o") > 0).then(pl.lit(DISPATCH))
-        .otherwise(pl.lit(UNKNOWN))
-    )
-    return opened.select(*keys, start="t", end="end", cause=cause)
+    known = covers[H2D_COPY] + covers[SYNC] + covers[LAUNCH] + covers[DISPATCH]
+    covers[UNKNOWN] = stretches.get_column("g_end") - stretches.get_column("g_start") - known
+    return stretches.with_columns(v.alias(f"{c}_cover") for c, v in covers.items())

@@ -27,7 +27,7 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.analyses import intervals as I
 from neurontrace.analyses import vocab as V
-from neurontrace.analyses.gaps import CAUSES, Inputs, cause_pieces, idle, inputs
+from neurontrace.analyses.gaps import CAUSES, Inputs, explain, idle, inputs
 from neurontrace.analyses.ops import launches
 
 COLUMNS = (
@@ -80,11 +80,24 @@ def steps(lf: pl.LazyFrame, read: Inputs | None = None) -> pl.DataFrame:
         read = inputs(lf)
     by = [S.RANK]
     pieces, gaps = idle(read, by)
-    explained = cause_pieces(read, gaps, by)
-    out = I.overlap(pieces, windows, by, S.START_NS, "w_end", "busy_ns")
-    for c in CAUSES:
-        mine = explained.filter(pl.col("cause") == c).select(*by, "start", "end")
-        out = I.overlap(mine, out, by, S.START_NS, "w_end", f"{c}_ns")
+    parts = explain(read, cut_at(gaps, windows))
+    # The steps of a rank follow each other: a part lies in the last step begun before it
+    # (if that has not ended).
+    w = windows.with_row_index("_w")
+    inside = (
+        parts.sort("g_start")
+        .join_asof(w.select("_w", S.RANK, _s=S.START_NS, _e="w_end").sort("_s"),
+                   left_on="g_start", right_on="_s", by=S.RANK, strategy="backward",
+                   check_sortedness=False)
+        .filter(pl.col("g_start") < pl.col("_e"))
+    )
+    per_cause = inside.group_by("_w").agg(pl.col(f"{c}_cover").sum().alias(f"{c}_ns")
+                                          for c in CAUSES)
+    out = (
+        I.overlap(pieces, w, by, S.START_NS, "w_end", "busy_ns")
+        .join(per_cause.lazy(), on="_w", how="left")
+        .with_columns(pl.col(f"{c}_ns").fill_null(0) for c in CAUSES)
+    )
     return (
         out.with_columns(idle_ns=pl.sum_horizontal(*(f"{c}_ns" for c in CAUSES)))
         .with_columns(
@@ -96,3 +109,35 @@ def steps(lf: pl.LazyFrame, read: Inputs | None = None) -> pl.DataFrame:
         .sort(S.RANK, S.START_NS)
         .collect(engine=I.ENGINE)
     )
+
+
+def cut_at(gaps: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The gaps found by :func:`.gaps.idle` over ``(rank,)``, cut where a step begins or
+    ends, so that each part lies within one step or none: ``rank, g_start, g_end, _cut``
+    (``_cut``, where launch latency may begin, clipped to the part)."""
+    g = gaps.select(
+        S.RANK, g_start=S.START_NS, g_end=pl.col(S.START_NS) + pl.col(S.DUR_NS), _cut="_cut",
+    ).with_row_index("_gap")
+    bounds = pl.concat([windows.select(S.RANK, _t=S.START_NS),
+                        windows.select(S.RANK, _t="w_end")]).unique().sort("_t")
+    inner = (  # the step boundaries inside a gap: a few per step at most
+        bounds.join_asof(g.sort("g_start"), left_on="_t", right_on="g_start", by=S.RANK,
+                         strategy="backward", check_sortedness=False)
+        .filter((pl.col("_t") > pl.col("g_start")) & (pl.col("_t") < pl.col("g_end")))
+        .select("_gap", "_t")
+    )
+    cut = g.filter(pl.col("_gap").is_in(inner.get_column("_gap").implode()))
+    parts = (
+        pl.concat([cut.select("_gap", _t="g_start"), inner])
+        .sort("_gap", "_t")
+        .join(cut.select("_gap", S.RANK, "g_end", "_cut"), on="_gap")
+        .select(
+            "_gap", S.RANK,
+            g_start="_t",
+            g_end=pl.col("_t").shift(-1).over("_gap").fill_null(pl.col("g_end")),
+            _cut="_cut",
+        )
+        .with_columns(pl.col("_cut").clip(pl.col("g_start"), pl.col("g_end")))
+    )
+    return pl.concat([g.filter(~pl.col("_gap").is_in(cut.get_column("_gap").implode())),
+                      parts]).drop("_gap")
