@@ -8,11 +8,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import neurontrace
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers import detect
+from neurontrace.readers.units import microseconds_to_ns, us_text_to_ns
 
 from support import KINETO
 
@@ -213,3 +216,36 @@ def test_wrong_types_per_field_take_the_lenient_path(tmp_path: Path) -> None:
     assert df["start_ns"].to_list()[:2] == [1000, 2500]
     assert {"bad_id", "non_string", "not_an_object", "unknown_phase"} <= set(diag.counts)
     assert df.filter(pl.col("name") == "begin")["kind"].to_list() == ["instant"]
+
+
+# Times as the profiler writes them: CUDA traces of older Kineto write epoch microseconds
+# with one decimal (``1661203465989924.0``) and integer durations; the fast path must
+# give what the exact one-value-at-a-time reference gives, for any 0 to 3 decimals.
+_PLACES = st.integers(min_value=0, max_value=3)
+
+
+@given(st.lists(st.tuples(st.integers(min_value=-(10**19), max_value=10**19), _PLACES),
+                min_size=1, max_size=40))
+def test_times_with_up_to_three_decimals_convert_exactly(values: list[tuple[int, int]]
+                                                         ) -> None:
+    texts = []
+    for v, places in values:
+        sign, digits = ("-" if v < 0 else ""), str(abs(v))
+        if places:
+            digits = digits.rjust(places + 1, "0")
+            digits = f"{digits[:-places]}.{digits[-places:]}"
+        texts.append(f"{sign}{digits}".encode())
+    out, rounded = microseconds_to_ns(texts)
+    assert out.to_pylist() == [us_text_to_ns(t.decode()) for t in texts]
+    assert rounded == []
+
+
+def test_epoch_microseconds_with_one_decimal_and_integer_durations() -> None:
+    out, _ = microseconds_to_ns([b"1661203465989924.0", b"4", b"0", b"-2.5"])
+    assert out.to_pylist() == [1661203465989924000, 4000, 0, -2500]
+
+
+@pytest.mark.parametrize("text", ["+1", "0x1", "1e3", "-", "", "1-2", "--1", "1.2345"])
+def test_times_that_are_not_plain_decimals_take_the_exact_path(text: str) -> None:
+    out, _ = microseconds_to_ns([b"5.000", text.encode()])
+    assert out.to_pylist() == [5000, us_text_to_ns(text)]
