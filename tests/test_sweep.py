@@ -81,6 +81,33 @@ def test_buckets_give_the_one_bucket_table(name: str, bucket: int, swept: list[i
         assert swept[0] > 1
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_a_bucket_in_memory_written_in_row_ranges_gives_the_same_table(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace held in memory (one bucket) is read back and written a row range of
+    ``bucket_rows()`` at a time: ranges of 3 rows give the table of one range."""
+    path = FIXTURES / name
+    want, want_diag = _load(path)
+    seen: list[tuple[Path | None, int]] = []
+    run = sweep._Sweep.run
+
+    def counted(self: Any) -> Any:
+        out = run(self)
+        seen.append((self.folder, self._ranges()))
+        return out
+
+    with monkeypatch.context() as m:
+        m.setenv(sweep.BUCKET_ROWS, "3")
+        m.setattr(sweep._Sweep, "run", counted)
+        got, diag = _load(path)
+    assert seen and all(folder is None for folder, _ in seen)  # in memory
+    if want.num_rows > 3:
+        assert max(n for _, n in seen) > 1  # in several row ranges
+    for column in want.schema.names:
+        assert got.column(column).equals(want.column(column)), column
+    assert diag.counts == want_diag.counts
+
+
 def test_a_real_trace_is_split_into_many_buckets(swept: list[int],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The real CUDA trace: nesting, flows, External id and correlation links, steps."""
