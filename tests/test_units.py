@@ -60,3 +60,9 @@ def test_nanosecond_text_with_scale_one() -> None:
 @given(NS)
 def test_reference_agrees(ns: int) -> None:
     assert us_text_to_ns(as_us_text(ns)) == ns
+
+
+def test_text_with_two_dots_is_not_a_number() -> None:
+    # "1.2.3" was read as 1.2 us: the text after the second dot was dropped.
+    arr, _ = decimal_text_to_ns(pl.Series(["1.2.3", "-4.5.6", "1.2"]))
+    assert arr.to_pylist() == [None, None, 1200]
