@@ -44,8 +44,7 @@ class _Formats(click.Choice):
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.argument("out")
+@click.argument("paths", nargs=-1, required=True, metavar="INPUTS... [OUT]")
 @click.option(
     "--format", "fmt", type=_Formats(), default=None,
     help="Input format, instead of detecting it.",
@@ -68,13 +67,18 @@ class _Formats(click.Choice):
                    "it is killed (default $NEURONTRACE_EXPLORER_TIMEOUT, else 600).")
 @verbose_option
 @click.pass_context
-def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | None,
+def convert(ctx: click.Context, paths: tuple[str, ...], fmt: str | None,
             rank: int | None, jobs: int, executor: str, address: str | None, force: bool,
             progress: bool | None, explorer_timeout: float | None) -> None:
     """Convert INPUTS (traces, or folders of them) to Parquet at OUT.
 
-    One input file writes one Parquet file. Several inputs, or a folder, write a dataset
-    folder partitioned by rank (OUT/rank=N/NAME.parquet). OUT is a local path or a
+    One input file writes one Parquet file. Several inputs, a folder, or an OUT that is a
+    folder (written with a trailing slash, OUT/, or an existing folder: empty, or a
+    dataset written before) write a dataset folder partitioned by rank
+    (OUT/rank=N/NAME.parquet). With one input and no OUT, the output goes beside the
+    input, named after it with .gz and .json dropped and .parquet added
+    (runs/trace.json.gz -> runs/trace.parquet; the folder runs/demo -> runs/demo.parquet),
+    and never replaces a file neurontrace did not write. OUT is a local path or a
     filesystem URI (file://, s3://, ...). Outputs whose input is unchanged (same content
     hash, options and neurontrace version) are kept, so a rerun resumes. The output
     appears only when complete; inputs are never modified (an OUT that is, holds or
@@ -83,6 +87,7 @@ def convert(ctx: click.Context, inputs: tuple[Path, ...], out: str, fmt: str | N
     the free disk space at most, or NEURONTRACE_SPILL_LIMIT bytes (e.g. 500G).
     """
     verbose = (ctx.obj or {}).get("verbose", 0)
+    inputs, out = _split(paths)
     if explorer_timeout is not None:  # read by neurontrace.readers.neuron.raw
         before = os.environ.get(EXPLORER_TIMEOUT)
         os.environ[EXPLORER_TIMEOUT] = repr(explorer_timeout)
@@ -127,6 +132,48 @@ def _run(inputs: tuple[Path, ...], out: str, fmt: str | None, rank: int | None, 
                                    executor=executor, address=address, force=force)
     finally:
         bar.close()
+
+
+#: Suffixes :func:`default_output` drops from an input's name, outermost first.
+DROPPED_SUFFIXES = (".gz", ".json")
+
+
+def default_output(src: str | os.PathLike[str]) -> Path:
+    """Where ``neurontrace convert IN`` writes when no ``OUT`` is given: beside ``IN``,
+    named after it with ``.gz`` and then ``.json`` dropped (any case) and ``.parquet``
+    added: ``runs/trace.json.gz`` -> ``runs/trace.parquet``, ``rank0.pt.trace.json`` ->
+    ``rank0.pt.trace.parquet``, ``profile.ntff`` -> ``profile.ntff.parquet``, the folder
+    ``runs/demo/`` -> ``runs/demo.parquet`` (a dataset folder when it holds several
+    traces). BadInput for a path with no name to derive one from (``/``)."""
+    given = Path(src)
+    path = given if given.name not in ("", ".", "..") else Path(os.path.abspath(src))
+    name = path.name
+    if not name:
+        raise neurontrace.BadInput(f"{src}: no name to name the output after; give OUT")
+    for suffix in DROPPED_SUFFIXES:
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return path.with_name(f"{name}.parquet")
+
+
+def _split(paths: tuple[str, ...]) -> tuple[tuple[Path, ...], str]:
+    """INPUTS and OUT: the last of several paths is OUT; one path alone is the input,
+    written to :func:`default_output` (refused, exit 2, when a file
+    or folder neurontrace did not write is there)."""
+    if len(paths) > 1:
+        return tuple(Path(p) for p in paths[:-1]), paths[-1]
+    out = default_output(paths[0])
+    if os.path.lexists(out) and not _written_by_us(out):
+        raise neurontrace.BadInput(
+            f"{out}: exists and was not written by neurontrace; it is not replaced "
+            f"(name the output: neurontrace convert {paths[0]} OUT)")
+    return (Path(paths[0]),), str(out)
+
+
+def _written_by_us(path: Path) -> bool:
+    from neurontrace.convert import written_by_us  # imports Arrow: only when ``path`` exists
+
+    return written_by_us(path)
 
 
 def _restore(name: str, value: str | None) -> None:

@@ -33,7 +33,8 @@ def export(ctx: click.Context, path: Path, out: Path, marks: bool, progress: boo
     Open OUT in Perfetto UI (ui.perfetto.dev, works offline once loaded) or
     chrome://tracing: one process per host process and per GPU / NeuronCore, a thread
     per framework thread, stream or queue, arrows from each op to its runtime calls and
-    device work, and tracks marking idle gaps (by cause) and copies. neurontrace reads
+    device work, and tracks marking idle gaps (by cause) and copies. An OUT named
+    *.gz (OUT.json.gz) is gzip-compressed, which both open as well. neurontrace reads
     OUT back with every column intact.
     """
     atomic.refuse_overlap([path], out)

@@ -225,9 +225,11 @@ def convert(
 ) -> Converted:
     """Convert ``src`` to Parquet at ``dst``: a local path or a pyarrow filesystem URI.
 
-    One input file becomes one Parquet file. Several inputs, a folder, or an input that
-    holds several traces (a Neuron run folder) become a dataset folder partitioned by
-    rank (``dst/rank=N/<input>.parquet``), converted one input per job by ``executor``
+    One input file becomes one Parquet file. Several inputs, a folder, an input that
+    holds several traces (a Neuron run folder), or a ``dst`` that is a folder (spelled
+    with a trailing slash, ``out/``, or an existing folder, empty or a dataset written
+    before) become a dataset folder partitioned by rank (``dst/rank=N/<input>.parquet``),
+    converted one input per job by ``executor``
     (``local`` with ``jobs`` processes, or ``ray`` at ``address``; see
     :mod:`neurontrace.workers.executors`). An output already at ``dst`` that was converted from
     the same input bytes (BLAKE3 content hash in its metadata) with the same options and
@@ -257,16 +259,18 @@ def convert(
     local = place.local
     if local is None:
         place.check()
+        folder = _names_folder(dst) or place.kind() == pafs.FileType.Directory
         with scratch.run_folder(None) as work:
             return _convert(srcs, place, None, work, fmt, rank, progress, jobs, executor,
-                            address, force)
+                            address, force, folder)
     atomic.refuse_overlap(srcs, local)
     atomic.check_output(local, folder=None)
+    folder = _names_folder(dst) or local.is_dir()
     made = atomic.make_parent(local)
     try:
         with scratch.run_folder(local.parent, local) as work:
             return _convert(srcs, place, local, work, fmt, rank, progress, jobs, executor,
-                            address, force)
+                            address, force, folder)
     except OSError as e:  # the disk filled up, or turned read-only, while writing
         atomic.remove_empty(made)
         if atomic.errno_of(e) in atomic.FULL_ERRNOS:
@@ -279,13 +283,33 @@ def convert(
 
 def _convert(srcs: list[PathLike], place: Place, local: Path | None, work: Path,
              fmt: str | None, rank: int | None, progress: Progress | None, jobs: int,
-             executor: str | Executor, address: str | None, force: bool) -> Converted:
-    """:func:`convert`, its checks made, every temporary file in the run folder ``work``."""
+             executor: str | Executor, address: str | None, force: bool,
+             folder: bool = False) -> Converted:
+    """:func:`convert`, its checks made, every temporary file in the run folder ``work``;
+    ``folder``: the destination names a folder, so even one trace makes a dataset."""
     out = Converted()
     with scratch.cache_folder(local.parent if local is not None else None, work) as cache:
         sources, out.skipped, dataset = inputs_of(srcs, fmt, cache, out.diagnostics)
-        return _convert_sources(sources, out, dataset, place, local, work, rank, progress,
-                                jobs, executor, address, force)
+        return _convert_sources(sources, out, dataset or folder, place, local, work, rank,
+                                progress, jobs, executor, address, force)
+
+
+def _names_folder(dst: PathLike) -> bool:
+    """Whether ``dst`` is spelled as a folder: it ends with a slash (``out/``)."""
+    text = os.fspath(dst)
+    return text.endswith("/") or (os.sep != "/" and text.endswith(os.sep))
+
+
+def written_by_us(path: Path) -> bool:
+    """Whether ``path`` is a Parquet file neurontrace wrote (any version), or a folder
+    holding only such files (a dataset; an empty folder too)."""
+    if path.is_dir():
+        try:
+            _refuse_foreign(path)
+        except BadInput:
+            return False
+        return True
+    return _ours(path)
 
 
 def _convert_sources(sources: list[Source], out: Converted, dataset: bool, place: Place,

@@ -522,9 +522,10 @@ def test_another_users_run_folder_is_left_alone(work: Path) -> None:
 # -- class 3: file-system conditions are exit 2 in one line -------------------------------
 
 def test_an_output_that_is_a_folder_is_one_line_exit_2(work: Path) -> None:
-    (work / "out").mkdir()
+    (work / "out").mkdir()  # a folder is a dataset's (issue 18); one not ours is refused
+    (work / "out" / "notes.txt").write_text("keep me")
     before = tree(work)
-    refused(invoke("convert", work / "in" / "t.json", work / "out"), "is a folder")
+    refused(invoke("convert", work / "in" / "t.json", work / "out"), "not a neurontrace dataset")
     refused(invoke("export", work / "in" / "t.json", work / "out"))  # click says it
     assert tree(work) == before
 

@@ -23,13 +23,17 @@ values left out). :mod:`neurontrace.readers.exported` recognises the file by its
 key (``{"neurontrace": ...``) and restores the table exactly; the marks and arrows are
 dropped on reading.
 
-The file is written a batch of rows at a time, to a temporary name renamed into place.
+The file is written a batch of rows at a time, to a temporary name renamed into place;
+an ``out`` whose name ends in ``.gz`` is gzip-compressed (:func:`compressed`), as
+Perfetto UI and chrome://tracing open it and every reader of neurontrace reads it.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -106,7 +110,7 @@ def export(lf: pl.LazyFrame, out: str | os.PathLike[str], marks: Marks | None = 
     base = int(narrow.get_column(S.START_NS).min() or 0) if narrow.height else 0  # type: ignore[arg-type]
     lanes = _lanes(narrow)
     shown = marks if marks is not None and narrow.height else None
-    with atomic.writing(dst) as tmp, open(tmp, "wb") as f:
+    with atomic.writing(dst) as tmp, _opened(tmp, compressed(dst)) as f:
         w = _Writer(f)
         header = {MARKER: {"format": FORMAT, "schema_version": S.SCHEMA_VERSION},
                   "displayTimeUnit": "ns", "baseTimeNanoseconds": base}
@@ -133,6 +137,26 @@ def export(lf: pl.LazyFrame, out: str | os.PathLike[str], marks: Marks | None = 
             n_gaps, n_copies = shown.gaps.height, shown.copies.height
         f.write(b"\n]}\n")
     return Exported(dst, narrow.height, n_flows // 2, n_gaps, n_copies, base)
+
+
+def compressed(path: str | os.PathLike[str]) -> bool:
+    """Whether the export to ``path`` is gzip-compressed: its name ends in ``.gz`` (any
+    case: ``trace.json.gz``, ``TRACE.JSON.GZ``)."""
+    return os.fspath(path).lower().endswith(".gz")
+
+
+@contextmanager
+def _opened(tmp: Path, gz: bool) -> Iterator[IO[bytes]]:
+    """``tmp`` open for writing, through gzip when ``gz`` (level 6: about as fast as the
+    rows are made; no file name or time in the header, so equal exports are equal
+    bytes)."""
+    with open(tmp, "wb") as raw:
+        if not gz:
+            yield raw
+            return
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6,
+                           mtime=0) as f:
+            yield f  # type: ignore[misc]
 
 
 class _Writer:
