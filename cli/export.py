@@ -12,6 +12,7 @@ from neurontrace.cli.progress import Bar
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.io import atomic
 from neurontrace.io.scratch import Terminated, sigterm_raises
+from neurontrace.loading import cache_folder
 from neurontrace.views import chrome
 from neurontrace.views import terminal as T
 
@@ -40,7 +41,7 @@ def export(ctx: click.Context, path: Path, out: Path, marks: bool, progress: boo
     atomic.refuse_overlap([path], out)
     atomic.check_output(out)
     diag = Diagnostics()
-    lf = analyses.events(path, diag=diag)
+    lf = analyses.events(path, diag=diag, cache=cache_folder())  # a raw trace: cached
     bar = Bar("exporting", progress, unit="events", scale=1)
     with sigterm_raises():
         try:

@@ -81,18 +81,20 @@ def path_argument(f: F) -> F:
 
 
 def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
-    """The events of ``path`` for a command: :func:`neurontrace.analyses.events`, with a
-    progress bar while a raw trace is read, and the readers' warnings reported on stderr
-    (counted; listed under ``-v``)."""
+    """The events of ``path`` for a command: :func:`neurontrace.analyses.events`, a raw
+    trace converted once into the cache (:func:`neurontrace.loading.cache_folder`) and
+    reused while its bytes are the same, with a progress bar while it is converted, and
+    the readers' warnings reported on stderr (counted; listed under ``-v``)."""
     from neurontrace import analyses
     from neurontrace.cli.progress import Bar
     from neurontrace.diagnostics import Diagnostics
+    from neurontrace.loading import cache_folder
     from neurontrace.views import terminal
 
     diag = Diagnostics()
-    bar = Bar("reading")  # drawn only on a terminal, and only while a raw trace is read
+    bar = Bar("converting")  # drawn only on a terminal, and only while a raw trace is read
     try:
-        lf = analyses.events(path, diag=diag, progress=bar)
+        lf = analyses.events(path, diag=diag, progress=bar, cache=cache_folder())
     finally:
         bar.close()
     ctx = click.get_current_context(silent=True)

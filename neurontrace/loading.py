@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +28,16 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from neurontrace import schema as S
-from neurontrace.convert import load_all
+from neurontrace.convert import convert, load_all
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat, shown
 from neurontrace.io import store
+from neurontrace.io.destination import matching
+from neurontrace.io.digest import content_digest
 from neurontrace.readers import detect
 from neurontrace.readers.base import Progress
 
@@ -42,7 +46,7 @@ NAMED = 6
 
 
 def events(path: str | os.PathLike[str], diag: Diagnostics | None = None,
-           progress: Progress | None = None) -> pl.LazyFrame:
+           progress: Progress | None = None, cache: Path | None = None) -> pl.LazyFrame:
     """The event table of ``path`` as a :class:`polars.LazyFrame`.
 
     - a Parquet file or dataset folder written by ``convert``: scanned lazily (only the
@@ -50,7 +54,9 @@ def events(path: str | os.PathLike[str], diag: Diagnostics | None = None,
     - a folder a reader recognises as a whole (a Neuron run folder): read in memory;
     - any other folder: every trace in it read in memory, stacked with ``row`` kept
       unique;
-    - a raw trace file: read in memory.
+    - a raw trace file: read in memory, or, with ``cache`` (a folder, see
+      :func:`cache_folder`), converted once into it and scanned from there
+      (:func:`cached`).
 
     Several traces (the files of a dataset, the traces of a folder) are the ranks of one
     run, or refused (:class:`BadInput`, naming the fix) when two of them share a rank;
@@ -65,6 +71,10 @@ def events(path: str | os.PathLike[str], diag: Diagnostics | None = None,
         if p.is_dir():
             one_run(p, _dataset_parts(p), diag)
         return store.scan(p)
+    if cache is not None:
+        hit = cached(p, cache, diag, progress)
+        if hit is not None:
+            return store.scan(hit)
     tables = load_all(p, diag=diag, progress=progress)
     one_run(p, [_table_part(p, t) for t in tables], diag)
     parts = []
@@ -75,6 +85,101 @@ def events(path: str | os.PathLike[str], diag: Diagnostics | None = None,
         parts.append(store.offset_rows(frame.lazy(), offset))
         offset += frame.height
     return parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical")
+
+
+#: The variable that says where converted raw traces are cached (a folder), or that
+#: none is (``off``, ``0``, ``no``, ``false`` or empty).
+CACHE_ENV = "NEURONTRACE_CACHE"
+#: Bytes the cache may hold: past it, the conversions used least recently are removed
+#: (the one just written is always kept).
+CACHE_LIMIT = 4 << 30
+_OFF = ("", "0", "off", "no", "false", "none")
+
+
+def cache_folder() -> Path | None:
+    """Where the command line caches the conversions of raw traces: ``$NEURONTRACE_CACHE``
+    (None when it says off), else ``$XDG_CACHE_HOME/neurontrace``, else
+    ``~/.cache/neurontrace`` (None when there is no home folder)."""
+    given = os.environ.get(CACHE_ENV)
+    if given is not None:
+        return None if given.strip().lower() in _OFF else Path(given).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "neurontrace"
+    home = os.path.expanduser("~")
+    return None if home == "~" else Path(home) / ".cache" / "neurontrace"
+
+
+def _private_folder(folder: Path) -> bool:
+    """Make ``folder`` (mode 0700, parents as the umask gives) if missing; whether it is
+    now a folder of this user's, not a symlink, closed to every other user."""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
+def cached(path: Path, cache: Path, diag: Diagnostics | None = None,
+           progress: Progress | None = None) -> Path | None:
+    """The conversion of the raw trace file ``path`` in the folder ``cache``: reused when
+    one converted from the same bytes (the BLAKE3 content hash of
+    :mod:`neurontrace.io.digest`, in its name and its metadata) by this neurontrace
+    version is there, else converted into it now (``convert``: written to a temporary
+    name and renamed, so a cache holds only complete files, mode 0600), with a note in
+    ``diag`` saying so. None, to read ``path`` in memory instead, when ``path`` is not a
+    regular file (a folder, a FIFO) or ``cache`` is not a private folder of this user's
+    (made mode 0700 when missing; a symlink, another user's, or one open to others is not
+    trusted). A reused conversion's warning counts go to ``diag`` (not their examples).
+    A bad input is BadInput here as in memory; nothing is cached for it.
+    """
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+    except OSError:
+        return None
+    if not _private_folder(cache):
+        return None
+    digest = content_digest(path)
+    out = cache / f"{digest.split(':', 1)[1]}.parquet"
+    want = {"digest": digest, "format": detect(path).name, "options": {"rank": None}}
+    meta = matching(pafs.LocalFileSystem(), str(out), want) if out.is_file() else None
+    if meta is not None:
+        os.utime(out)  # used now: the last to be removed when the cache is full
+        if diag is not None:
+            diag.counts.update(json.loads(meta.get(S.META_WARNINGS, b"{}")))
+        return out
+    done = convert(path, out, progress=progress)
+    os.chmod(out, 0o600)  # in a folder closed to others; closed itself too
+    if diag is not None:
+        diag.merge(done.diagnostics)
+        diag.note(f"{shown(path)}: converted once into {out}; later commands on the same "
+                  f"bytes reuse it ({CACHE_ENV}=off: never cache)")
+    _trim(cache, keep=out)
+    return out
+
+
+def _trim(cache: Path, keep: Path, limit: int = CACHE_LIMIT) -> None:
+    """Remove the least recently used conversions from ``cache`` until it holds at most
+    ``limit`` bytes; ``keep`` stays whatever its size."""
+    files = []
+    for entry in os.scandir(cache):
+        if entry.name.endswith(".parquet") and not entry.name.startswith(".") \
+                and entry.is_file(follow_symlinks=False):
+            st = entry.stat(follow_symlinks=False)
+            files.append((st.st_mtime_ns, st.st_size, Path(entry.path)))
+    total = sum(size for _, size, _ in files)
+    for _, size, f in sorted(files):
+        if total <= limit:
+            break
+        if f != keep:
+            f.unlink(missing_ok=True)
+            total -= size
 
 
 @dataclass(frozen=True)
