@@ -23,11 +23,13 @@ def gaps(path: Path, min_gap_ns: int, top: int, as_json: bool) -> None:
 
     Per device: span = its first work's start to its last work's end; busy = the union
     of its work on all its streams or queues; idle = span - busy. The same per track
-    (stream, queue) follows as a detail. Each gap is charged to what overlaps it most: a
-    host-to-device copy, a synchronisation, launch latency, host dispatch (framework ops
-    running, nothing launched yet) or unknown. The table lists the --top longest device
-    gaps (no stream of the device busy); --json lists all, per device and per track (at
-    least --min-gap-ns long), in time order.
+    (stream, queue) follows as a detail. Each instant of idle time is charged to the first
+    cause that holds then: a host-to-device copy, a synchronisation, launch latency, host
+    dispatch (framework ops running, nothing launched yet), else unknown; a cause's total
+    is the time it was happening, and a gap is named after the cause explaining most of
+    it. The table lists the --top longest device gaps (no stream of the device busy);
+    --json lists all, per device and per track (at least --min-gap-ns long), in time
+    order.
     """
     found = analyses.gaps(events(path), min_gap_ns=min_gap_ns)
     if as_json:
