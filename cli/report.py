@@ -13,6 +13,7 @@ from neurontrace.cli.compare import labels
 from neurontrace.cli.options import json_option, rows_shown, top_option, verbose_option
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.io import atomic
+from neurontrace.loading import cache_folder
 from neurontrace.views import html
 from neurontrace.views import terminal as T
 from neurontrace.views.results import ALL, Run, cut
@@ -41,7 +42,7 @@ def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path
         atomic.refuse_overlap(paths, html_out)
         atomic.check_output(html_out)
     diag = Diagnostics()
-    events = {label: analyses.events(p, diag=diag)
+    events = {label: analyses.events(p, diag=diag, cache=cache_folder())  # raw: cached
               for label, p in zip(labels(paths), paths, strict=True)}
     T.warnings(diag, (ctx.obj or {}).get("verbose", 0))
     runs = analyse(events)

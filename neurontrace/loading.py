@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -133,10 +134,11 @@ def cached(path: Path, cache: Path, diag: Diagnostics | None = None,
     version is there, else converted into it now (``convert``: written to a temporary
     name and renamed, so a cache holds only complete files, mode 0600), with a note in
     ``diag`` saying so. None, to read ``path`` in memory instead, when ``path`` is not a
-    regular file (a folder, a FIFO) or ``cache`` is not a private folder of this user's
-    (made mode 0700 when missing; a symlink, another user's, or one open to others is not
-    trusted). A reused conversion's warning counts go to ``diag`` (not their examples).
-    A bad input is BadInput here as in memory; nothing is cached for it.
+    regular file (a folder, a FIFO) or holds several traces, or when ``cache`` is not a
+    private folder of this user's (made mode 0700 when missing; a symlink, another
+    user's, or one open to others is not trusted). A reused conversion's warning counts
+    go to ``diag`` (not their examples). A bad input is BadInput here as in memory;
+    nothing is cached for it.
     """
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
@@ -155,6 +157,9 @@ def cached(path: Path, cache: Path, diag: Diagnostics | None = None,
             diag.counts.update(json.loads(meta.get(S.META_WARNINGS, b"{}")))
         return out
     done = convert(path, out, progress=progress)
+    if not out.is_file():  # a file that holds several traces: a dataset, read in memory
+        shutil.rmtree(out, ignore_errors=True)
+        return None
     os.chmod(out, 0o600)  # in a folder closed to others; closed itself too
     if diag is not None:
         diag.merge(done.diagnostics)

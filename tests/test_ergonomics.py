@@ -194,6 +194,20 @@ def test_a_second_command_on_a_raw_trace_reuses_its_cached_conversion(runs: Path
     assert listing(runs) == ["trace.json.gz"]  # nothing beside the input
 
 
+@pytest.mark.parametrize("command", ["report", "export"])
+def test_report_and_export_use_the_cache_too(command: str, runs: Path, cache: Path,
+                                             tmp_path: Path) -> None:
+    args = [command, runs / "trace.json.gz"] + ([tmp_path / "t.json"] if command == "export"
+                                                 else [])
+    first = run(*args, cache=cache)
+    assert first.returncode == 0 and "converted once into" in first.stderr, first.stderr
+    [entry] = cached_files(cache)
+    inode = os.stat(entry).st_ino
+    second = run(*args, cache=cache)
+    assert second.returncode == 0 and "converted" not in second.stderr, second.stderr
+    assert cached_files(cache) == [entry] and os.stat(entry).st_ino == inode
+
+
 def test_a_raw_trace_whose_bytes_changed_is_converted_again(runs: Path, cache: Path) -> None:
     trace = runs / "trace.json.gz"
     assert run("ops", trace, cache=cache).returncode == 0
