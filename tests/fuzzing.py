@@ -1817,6 +1817,8 @@ def _worker(conn: Any, base: str, limit: float) -> None:
     os.umask(UMASK)
     os.environ.setdefault("POLARS_MAX_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # The analyses' cache of raw conversions, exercised but kept out of the user's home
+    os.environ["NEURONTRACE_CACHE"] = str(Path(base) / f"cache-{os.getpid()}")
     import neurontrace.cli.main  # noqa: F401 - imported before the first case is timed
 
     folder = Path(base)
