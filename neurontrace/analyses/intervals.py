@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-import numpy as np
 import polars as pl
 
 _I64 = pl.Int64
@@ -150,42 +149,3 @@ def overlap(
     frame = windows.lazy().collect(engine=ENGINE)
     t0, t1 = before(pieces, frame, by, [start, end])
     return frame.with_columns((t1 - t0).alias(out)).lazy()
-
-
-def containers(lane: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """The parent of each span under ``torch.profiler``'s rule, which tolerates overlaps,
-    as a position (-1: none), for spans given in containment order: by lane, start,
-    longer first (then any fixed order). ``lane``: an id equal for the spans of one lane.
-
-    The parent of a span is the *last* span before it on its lane that contains it
-    (``start < p_end`` and ``end <= p_end``; a zero-length span contains nothing). A
-    span that only partly overlaps another is not its child, as
-    ``EventList._populate_cpu_children`` decides::
-
-        |------ A ------|
-             |------ B ------|        B partly overlaps A: parent(B) = none
-               |- C -|                parent(C) = B (the last that contains it)
-
-    That is the nearest earlier span whose end reaches ``max(end, start + 1)``: a
-    "previous greater element" query, answered for all spans at once by pointer jumping:
-    each span's candidate starts at the span just before it, and while the candidate
-    ends too soon it is replaced by the candidate's own candidate. Everything skipped
-    ends before the candidate's own need, which is at most this span's (the candidate
-    starts no later and ended too soon), so no container is skipped. Rounds are about
-    the nesting depth.
-    """
-    end = start + dur
-    need = np.maximum(end, start + 1)
-    n = len(start)
-    cand = np.arange(-1, n - 1, dtype=np.int64)
-    if n:
-        cand[1:][lane[1:] != lane[:-1]] = -1  # the first span of a lane has none
-    todo = np.nonzero(cand >= 0)[0]
-    while len(todo):
-        c = cand[todo]
-        short = end[c] < need[todo]
-        todo = todo[short]
-        nxt = cand[c[short]]  # jump to the candidate's candidate (same lane or -1)
-        cand[todo] = nxt
-        todo = todo[nxt >= 0]
-    return cand

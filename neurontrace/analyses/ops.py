@@ -12,7 +12,7 @@ run: ``calls`` (# of Calls), ``self_ns`` (Self CPU), ``total_ns`` (CPU total) an
   :data:`.vocab.HOST_ROLES`), minus the utility ops torch filters out
   (``aten::is_leaf``, ...); every ``ProfilerStep#N`` is named ``ProfilerStep*``;
 - they are nested per thread among themselves only (other spans on the thread are
-  ignored) by torch's rule (:func:`.intervals.containers`), and self =
+  ignored) by torch's rule (:func:`neurontrace.containment.containers`), and self =
   duration - the durations of the direct children (negative where ``with_stack``'s
   Python frames overlap ``record_function`` ranges: torch reports the same);
 - an op nested directly in an op of the same name that has no other child is merged
@@ -51,6 +51,7 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.analyses import intervals as I
 from neurontrace.analyses import vocab as V
+from neurontrace.containment import containers
 
 Layer = Literal["framework", "device"]
 UNLINKED = "(unlinked)"
@@ -97,7 +98,7 @@ def host_events(lf: pl.LazyFrame) -> pl.DataFrame:
     ).to_series().fill_null(True)
     start = rows.get_column(S.START_NS).to_numpy()
     dur = rows.get_column(S.DUR_NS).to_numpy()
-    parent = I.containers(new_lane.cum_sum().to_numpy(), start, dur)
+    parent = containers(new_lane.cum_sum().to_numpy(), start, dur)
     has = parent >= 0
     kids_ns = np.zeros(len(parent), np.int64)
     np.add.at(kids_ns, parent[has], dur[has])  # exact int64 sums

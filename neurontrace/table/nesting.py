@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from neurontrace import containment
 from neurontrace.diagnostics import Diagnostics
 
 _I64 = pl.Int64
@@ -76,13 +77,7 @@ def containers(spans: pl.DataFrame) -> pl.DataFrame:
              |------ B ------|        B partly overlaps A: parent(B) = none
                |- C -|                parent(C) = B (the last that contains it)
 
-    That is the nearest earlier span whose end reaches ``max(end, start + 1)``: a
-    "previous greater element" query, answered for all spans at once by pointer jumping:
-    each span's candidate starts at the span just before it, and while the candidate
-    ends too soon it is replaced by the candidate's own candidate. Everything skipped
-    ends before the candidate's own need, which is at most this span's (the candidate
-    starts no later and ended too soon), so no container is skipped. Memory is a few
-    integers per span; rounds are about the nesting depth.
+    Computed by :func:`neurontrace.containment.containers` (pointer jumping).
     """
     if spans.height == 0:
         return pl.DataFrame(schema={"row": _I64, "parent": _I64})
@@ -108,23 +103,9 @@ def in_order(spans: pl.DataFrame) -> pl.DataFrame:
 def parents_in_order(s: pl.DataFrame) -> np.ndarray:
     """The parent of each span of ``s`` (in :func:`in_order`), as a position (-1: none)."""
     lane = s.select((pl.col("lane") != pl.col("lane").shift()).fill_null(True).cum_sum())
-    lane_id = lane.to_series().to_numpy()
-    start = s.get_column("start").to_numpy()
-    dur = s.get_column("dur").to_numpy()
-    end = start + dur
-    need = np.maximum(end, start + 1)
-    n = len(start)
-    cand = np.arange(-1, n - 1, dtype=np.int64)
-    cand[1:][lane_id[1:] != lane_id[:-1]] = -1  # the first span of a lane has none
-    todo = np.nonzero(cand >= 0)[0]
-    while len(todo):
-        c = cand[todo]
-        short = end[c] < need[todo]
-        todo = todo[short]
-        nxt = cand[c[short]]  # jump to the candidate's candidate (same lane or -1)
-        cand[todo] = nxt
-        todo = todo[nxt >= 0]
-    return cand
+    return containment.containers(lane.to_series().to_numpy(),
+                                  s.get_column("start").to_numpy(),
+                                  s.get_column("dur").to_numpy())
 
 
 def _parent_rows(rows: np.ndarray, parent: np.ndarray) -> pl.Series:
