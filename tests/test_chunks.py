@@ -107,20 +107,6 @@ def test_chunks_shrink_along_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
     assert splitting.targets(first, first + 14, 2) == []  # too small to cut
 
 
-def test_a_file_under_four_min_chunks_is_read_whole(monkeypatch: pytest.MonkeyPatch,
-                                                    tmp_path: Path) -> None:
-    monkeypatch.setattr(splitting, "MIN_CHUNK", 10)
-    monkeypatch.setenv("NEURONTRACE_READ_WORKERS", "2")
-    small, large, packed = tmp_path / "small.json", tmp_path / "large.json", tmp_path / "z.gz"
-    small.write_bytes(b"[" + b" " * 37 + b"]")  # 39 bytes
-    large.write_bytes(b"[" + b" " * 38 + b"]")  # 40 bytes: four of MIN_CHUNK
-    packed.write_bytes(gzip.compress(b" " * 1000, mtime=0) + b" " * 100)
-    assert splitting.processes(small) == 1
-    assert splitting.processes(large) == 2
-    assert splitting.processes(packed) == 1  # a gzip stream cannot be entered midway
-    assert splitting.processes(tmp_path / "absent.json") == 1
-
-
 _READ_HERE: list[int] = []  # chunks read by this process (a worker has its own list)
 _read_chunk = chunks.read_chunk
 
