@@ -9,6 +9,7 @@ import click
 from neurontrace.analyses import advice
 from neurontrace.cli.options import (
     events,
+    filter_options,
     json_option,
     path_argument,
     rows_shown,
@@ -24,6 +25,7 @@ FAILED = 3
 
 @click.command()
 @path_argument
+@filter_options
 @top_option(10)
 @json_option
 @click.option("--fail-on", type=click.Choice(advice.SEVERITIES), default=None,

@@ -7,25 +7,14 @@ from pathlib import Path
 import click
 
 from neurontrace import analyses
-from neurontrace.analyses.copies import by_direction, largest
-from neurontrace.cli.options import (
-    events,
-    json_option,
-    path_argument,
-    rows_shown,
-    top_option,
-    verbose_option,
-)
+from neurontrace.analyses.copies import COLUMNS, by_direction, largest
+from neurontrace.cli.options import analysis_options, events, machine_output, rows_shown, sorted_by
 from neurontrace.views import terminal as T
 
 
 @click.command()
-@path_argument
-@top_option(20)
-@json_option
-@verbose_option
-@click.pass_context
-def copies(ctx: click.Context, path: Path, top: int, as_json: bool) -> None:
+@analysis_options(COLUMNS, top=20)
+def copies(path: Path, top: int, sort: str | None, as_json: bool, as_csv: bool) -> None:
     """Every transfer in PATH, reported once: host to device (h2d), device to host
     (d2h), device to device (d2d) and peer to peer (p2p), each direction counted apart.
 
@@ -35,12 +24,14 @@ def copies(ctx: click.Context, path: Path, top: int, as_json: bool) -> None:
     such as eps living on the host). The table shows the copies and bytes per
     direction, a summary per op and direction, then the --top largest
     transfers by bytes (then time; all, in time order, for 0). --json prints every
-    transfer in time order, or, when --top is given, the --top largest.
+    transfer in time order, or, when --top is given, the --top largest; --sort orders
+    the transfers by a column instead.
     """
     found = analyses.copies(events(path))
-    if as_json:
-        n = rows_shown(top, as_json)
-        T.emit_json(T.records(largest(found, n) if n else found))
+    ordered = sorted_by(found, sort)
+    n = rows_shown(top, True)
+    if machine_output(ordered if sort or not n else largest(found, n), n, as_json, as_csv):
         return
-    T.show(T.copies(largest(found, top), found, analyses.copy_summary(found),
-                    by_direction(found), str(path)))
+    shown = (ordered.head(top) if top else ordered) if sort else largest(found, top)
+    T.show(T.copies(shown, found, analyses.copy_summary(found), by_direction(found),
+                    str(path), sort))

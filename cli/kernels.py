@@ -7,23 +7,14 @@ from pathlib import Path
 import click
 
 from neurontrace import analyses
-from neurontrace.cli.options import (
-    events,
-    json_option,
-    path_argument,
-    rows_shown,
-    top_option,
-    verbose_option,
-)
+from neurontrace.analyses.kernels import COLUMNS
+from neurontrace.cli.options import analysis_options, events, machine_output, rows_shown, sorted_by
 from neurontrace.views import terminal as T
 
 
 @click.command()
-@path_argument
-@top_option(20)
-@json_option
-@verbose_option
-def kernels(path: Path, top: int, as_json: bool) -> None:
+@analysis_options(COLUMNS, top=20)
+def kernels(path: Path, top: int, sort: str | None, as_json: bool, as_csv: bool) -> None:
     """Device work in PATH (a trace, a run folder, or what convert wrote) by its own
     name, as key_averages()' device rows and HTA's kernel breakdown: kernels, NeuronCore
     executions, memcpys and memsets on the device, whatever op launched them.
@@ -33,9 +24,7 @@ def kernels(path: Path, top: int, as_json: bool) -> None:
     --json prints [{name, calls, total_ns, mean_ns, min_ns, max_ns, share}], every row
     unless --top is given.
     """
-    table = analyses.kernels(events(path))
-    if as_json:
-        n = rows_shown(top, as_json)
-        T.emit_json(T.records(table.head(n) if n else table))
+    table = sorted_by(analyses.kernels(events(path)), sort)
+    if machine_output(table, rows_shown(top, True), as_json, as_csv):
         return
     T.show(T.kernels(table, top, str(path)))

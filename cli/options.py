@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -67,6 +67,111 @@ def top_option(default: int) -> Callable[[F], F]:
     )
 
 
+def _set_filter(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Store a filter option's value (parsed by :mod:`neurontrace.analyses.filters`) in
+    ``ctx.meta``, where :func:`events` reads it; a bad spelling is a usage error."""
+    if value is None:
+        return value
+    from neurontrace.analyses import filters
+
+    parse: dict[str, Callable[[str], Any]] = {"steps": filters.steps, "window": filters.window}
+    try:
+        parsed = parse[param.name](value) if param.name in parse else value
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+    ctx.meta.setdefault(_FILTERS, {})[param.name] = parsed
+    return value
+
+
+_FILTERS = "neurontrace.filters"
+
+
+def filter_options(f: F) -> F:
+    """``--step N[,M...]``, ``--rank N``, ``--window START:END``: what :func:`events`
+    keeps of the trace (:mod:`neurontrace.analyses.filters` defines it)."""
+    for opt in reversed((
+        click.option("--step", "steps", metavar="N[,M...]", default=None,
+                     expose_value=False, callback=_set_filter,
+                     help="Only these ProfilerStep#N (device work: by its launching "
+                          "op's step)."),
+        click.option("--rank", "rank", type=RANK, default=None, expose_value=False,
+                     callback=_set_filter, help="Only this rank."),
+        click.option("--window", "window", metavar="START:END", default=None,
+                     expose_value=False, callback=_set_filter,
+                     help="Only rows starting in this time from the trace's start, with "
+                          "units: 1.5ms:3ms, 200us:, :2s (device work: by its launching "
+                          "op's start)."),
+    )):
+        f = opt(f)
+    return f
+
+
+class _Column(click.ParamType):
+    """``--sort COLUMN``: a column of the command's table (its JSON keys; ``self`` for
+    ``self_ns``), else a usage error naming them."""
+
+    name = "column"
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self.columns = tuple(columns)
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        v = str(value)
+        for c in self.columns:
+            if v in (c, c.removesuffix("_ns")):
+                return c
+        self.fail(f"{v!r} is not a column of this table ({', '.join(self.columns)})",
+                  param, ctx)
+
+
+def table_options(columns: Sequence[str], top: int | None = None) -> Callable[[F], F]:
+    """The output options of an analysis command whose table has ``columns`` (its JSON
+    objects' keys): ``--top N`` (when ``top`` is its default), ``--sort COLUMN``,
+    ``--json``, ``--csv`` and ``-v``; the command takes ``top`` (when given), ``sort``,
+    ``as_json`` and ``as_csv``."""
+    def wrap(f: F) -> F:
+        f = verbose_option(f)
+        f = click.option("--csv", "as_csv", is_flag=True,
+                         help="Print CSV (a header, then every row unless --top is "
+                              "given; the columns of --json).")(f)
+        f = json_option(f)
+        f = click.option("--sort", type=_Column(columns), default=None, metavar="COLUMN",
+                         help=f"Order by this column: largest first, names A to Z "
+                              f"({', '.join(columns)}).")(f)
+        if top is not None:
+            f = top_option(top)(f)
+        return f
+    return wrap
+
+
+def sorted_by(table: pl.DataFrame, column: str | None) -> pl.DataFrame:
+    """``table`` ordered by ``column`` (``--sort``): numbers largest first, text and
+    everything else ascending, nulls last, ties in their order; unchanged for None."""
+    if column is None:
+        return table
+
+    numeric = table.schema[column].is_numeric()
+    return table.sort(column, descending=numeric, nulls_last=True, maintain_order=True)
+
+
+def machine_output(table: pl.DataFrame, n: int, as_json: bool, as_csv: bool) -> bool:
+    """Print ``table`` (its first ``n`` rows; all for 0) as JSON or CSV when asked, and
+    say whether it did (the command then prints no table)."""
+    if as_json and as_csv:
+        raise click.UsageError("--json and --csv are one output each; give one")
+    if not (as_json or as_csv):
+        return False
+    from neurontrace.views import terminal
+
+    shown = table.head(n) if n else table
+    if as_json:
+        terminal.emit_json(terminal.records(shown))
+    else:
+        terminal.emit_csv(shown)
+    return True
+
+
 def rows_shown(top: int, as_json: bool) -> int:
     """How many rows the command prints: ``top`` (0: all), except that machine output
     (``--json``) is complete unless ``--top`` was given on the command line."""
@@ -80,14 +185,26 @@ def path_argument(f: F) -> F:
     return click.argument("path", type=click.Path(path_type=Path))(f)
 
 
+def analysis_options(columns: Sequence[str], top: int | None = None) -> Callable[[F], F]:
+    """What every table command takes: PATH, :func:`filter_options` and
+    :func:`table_options` (``columns``, ``top``)."""
+    def wrap(f: F) -> F:
+        return path_argument(filter_options(table_options(columns, top)(f)))
+    return wrap
+
+
 def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
-    """The events of ``path`` for a command: :func:`neurontrace.analyses.events`, a raw
+    """The events of ``path`` for a command, narrowed by its :func:`filter_options`
+    (:func:`neurontrace.analyses.filters.keep`; a rank or step the trace lacks is bad
+    input): :func:`neurontrace.analyses.events`, a raw
     trace converted once into the cache (:func:`neurontrace.loading.cache_folder`) and
     reused while its bytes are the same, with a progress bar while it is converted, and
     the readers' warnings reported on stderr (counted; listed under ``-v``)."""
     from neurontrace import analyses
+    from neurontrace.analyses import filters
     from neurontrace.cli.progress import Bar
     from neurontrace.diagnostics import Diagnostics
+    from neurontrace.errors import BadInput
     from neurontrace.loading import cache_folder
     from neurontrace.views import terminal
 
@@ -99,4 +216,11 @@ def events(path: str | os.PathLike[str]) -> pl.LazyFrame:
         bar.close()
     ctx = click.get_current_context(silent=True)
     terminal.warnings(diag, (ctx.obj or {}).get("verbose", 0) if ctx is not None else 0)
+    chosen = filters.Filter(**ctx.meta.get(_FILTERS, {})) if ctx is not None \
+        else filters.Filter()
+    if chosen:
+        why = filters.missing(lf, chosen)
+        if why is not None:
+            raise BadInput(f"{path}: {why}")
+        lf = filters.keep(lf, chosen)
     return lf

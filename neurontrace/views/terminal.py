@@ -43,6 +43,15 @@ def records(df: pl.DataFrame) -> list[dict[str, Any]]:
     return df.to_dicts()
 
 
+def emit_csv(df: pl.DataFrame) -> None:
+    """``df`` as CSV on stdout: a header (the JSON keys), one line per row; a list
+    (``layers``) as its items joined by commas in one quoted field, null as empty."""
+    lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
+    flat = df.with_columns(pl.col(c).cast(pl.List(pl.String)).list.join(",") for c in lists)
+    sys.stdout.buffer.write(flat.write_csv().encode())
+    sys.stdout.flush()
+
+
 # -- values -------------------------------------------------------------------------------
 
 def duration(ns: Any) -> str:
@@ -247,10 +256,11 @@ def _with_causes(table: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def gaps(found: Gaps, top: int, path: str) -> list[str]:
+def gaps(found: Gaps, top: int, path: str, sort: str | None = None) -> list[str]:
     """``neurontrace gaps``: the per-device table of :func:`neurontrace.analyses.gaps`
     (each device busy while any of its streams is), the per-stream table as a detail,
-    then the ``top`` longest device gaps (all for 0)."""
+    then the ``top`` longest device gaps (all for 0), or with ``sort`` (``--sort``) the
+    first ``top`` in their order (already sorted by that column)."""
     if found.devices.height == 0:
         return [f"{path}: no device work found (a CPU-only trace has no device gaps)"]
     name = device_names(found.devices)
@@ -262,12 +272,14 @@ def gaps(found: Gaps, top: int, path: str) -> list[str]:
                 table_text(_with_causes(found.tracks), TRACKS)]
     if found.device_gaps.height:
         first = found.devices.get_column(S.START_NS).min()
-        longest = found.device_gaps.sort(S.DUR_NS, descending=True)
+        longest = found.device_gaps if sort else found.device_gaps.sort(S.DUR_NS,
+                                                                         descending=True)
         longest = (longest.head(top) if top else longest).with_columns(
             name, at=pl.col(S.START_NS) - first
         )
         out.append("")
-        out.append(heading(f"Longest device gaps ({longest.height:,} of "
+        out.append(heading(f"{f'Device gaps by {sort}' if sort else 'Longest device gaps'} "
+                           f"({longest.height:,} of "
                            f"{found.device_gaps.height:,}; no stream of the device busy; "
                            "'at' from the first device work)"))
         out.append(table_text(longest, GAPS))
@@ -323,18 +335,21 @@ DIRECTION_WORDS = {
 
 
 def copies(shown: pl.DataFrame, found: pl.DataFrame, summary: pl.DataFrame,
-           directions: pl.DataFrame, path: str) -> list[str]:
+           directions: pl.DataFrame, path: str, sort: str | None = None) -> list[str]:
     """``neurontrace copies``: the transfers per direction (``directions``,
     :func:`neurontrace.analyses.copies.by_direction`), :func:`neurontrace.analyses.
     copy_summary`'s table (``summary``), then ``shown``: all of
     :func:`neurontrace.analyses.copies`'s transfers (``found``), in time order, or the
     largest of them (:func:`neurontrace.analyses.copies.largest`), largest first. Host
     and device, device and device, and peer copies are kept apart; the host-scalar hint
-    is given for tiny host-to-device copies only."""
+    is given for tiny host-to-device copies only. With ``sort`` (``--sort``), ``shown`` is
+    the first rows of ``found`` in that column's order, and the heading says so."""
     if found.height == 0:
         return [f"{path}: no transfers found (host to device, device to host, device to "
                 "device or peer to peer)"]
-    which = (f"all {found.height:,}, in time order" if shown.height == found.height
+    which = (f"{'all' if shown.height == found.height else 'first'} "
+             f"{shown.height:,} of {found.height:,} by {sort}" if sort
+             else f"all {found.height:,}, in time order" if shown.height == found.height
              else f"largest {shown.height:,} of {found.height:,} by bytes, then time")
     shown = shown.with_columns(at=pl.col(S.START_NS) - found.get_column(S.START_NS).min())
     said = [DIRECTION_WORDS.get(d, "direction not recorded") + f" {n:,}"
