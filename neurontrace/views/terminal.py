@@ -10,8 +10,10 @@ column names.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -107,7 +109,8 @@ def text(v: Any) -> str:
 class Col:
     """One column: the frame's column, its header, how to show a value, and whether it
     gives up width (with an ellipsis in the middle, or at the end for ``tail=False``
-    lists) when the terminal is narrow."""
+    lists) when the terminal is narrow. A ``detail`` column is left out when the table
+    cannot fit otherwise (see :func:`table_text`)."""
 
     key: str
     header: str
@@ -115,19 +118,72 @@ class Col:
     flex: bool = False
     right: bool = True
     tail: bool = True
+    detail: bool = False
 
 
 def width() -> int:
     return shutil.get_terminal_size((120, 24)).columns
 
 
+def known_width() -> int | None:
+    """The width the user gave (``COLUMNS``) or stdout's terminal's; None when output
+    goes to a file or a pipe without ``COLUMNS`` (lines of words are then not wrapped)."""
+    try:
+        given = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        given = 0
+    if given > 0:
+        return given
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+_STYLE = re.compile(r"^((?:\x1b\[[0-9;]*m)*)(.*?)((?:\x1b\[[0-9;]*m)*)$", re.S)
+_LABEL = re.compile(r"^(\s*\S+\s{2,})(?=\S)")
+
+
+def wrapped(line: str, limit: int) -> list[str]:
+    """``line`` in lines of at most ``limit`` visible characters, broken at spaces: the
+    continuation lines indented past a leading label column (``high    fusion: ...``,
+    where two or more spaces follow the first word) or two more than the line; a styled
+    line (a heading) keeps its style on each piece. Shorter lines are unchanged."""
+    if len(click.unstyle(line)) <= limit:
+        return [line]
+    m = _STYLE.match(line)
+    assert m is not None  # the pattern matches any text
+    pre, body, post = m.groups()
+    if "\x1b" in body:  # styled inside: leave it be
+        return [line]
+    label = _LABEL.match(body)
+    lead = len(body) - len(body.lstrip())
+    indent = len(label.group(1)) if label and len(label.group(1)) <= 16 else lead + 2
+    pieces = textwrap.wrap(body.lstrip(), width=limit, subsequent_indent=" " * indent,
+                           initial_indent=" " * lead, break_long_words=True,
+                           break_on_hyphens=False)
+    return [pre + p + post for p in pieces] or [line]
+
+
 def table_text(df: pl.DataFrame, cols: Sequence[Col], max_width: int | None = None) -> str:
-    """``df`` as aligned text no wider than the terminal."""
+    """``df`` as aligned text no wider than the terminal: flexible columns give up width
+    first (down to 12 characters or their header); if the table is still too wide,
+    ``detail`` columns are left out (the smallest total first, ties from the right: a
+    column of zeros goes first) and a last line names them."""
     limit = max_width or width()
+    cols = list(cols)
     cells = [[c.fmt(v) for v in df.get_column(c.key).to_list()] for c in cols]
     widths = [max([len(c.header), *map(len, col)]) for c, col in zip(cols, cells, strict=True)]
-    excess = sum(widths) + 2 * (len(cols) - 1) - limit
     floor = [max(len(c.header), 12) if c.flex else w for c, w in zip(cols, widths, strict=True)]
+    left_out = []
+    while sum(floor) + 2 * (len(cols) - 1) > limit:
+        droppable = [i for i, c in enumerate(cols) if c.detail]
+        if not droppable:
+            break
+        i = min(reversed(droppable), key=lambda k: _total(df.get_column(cols[k].key)))
+        left_out.append(cols[i].header)
+        del cols[i], cells[i], widths[i], floor[i]
+    excess = sum(widths) + 2 * (len(cols) - 1) - limit
     while excess > 0:  # narrow the widest flexible column, one character at a time
         i = max(range(len(cols)), key=lambda k: widths[k] - floor[k])
         if widths[i] <= floor[i]:
@@ -150,7 +206,16 @@ def table_text(df: pl.DataFrame, cols: Sequence[Col], max_width: int | None = No
             fit(cells[i][r], widths[i], c) for i, c in enumerate(cols)
         )
         lines.append(line.rstrip())
+    if left_out:
+        lines.append(f"(not shown at {limit} columns: {', '.join(left_out)}; see --json)")
     return "\n".join(lines)
+
+
+def _total(values: pl.Series) -> float:
+    """A column's sum, for the order detail columns are left out in (text: infinite)."""
+    if not values.dtype.is_numeric():
+        return float("inf")
+    return float(values.fill_null(0).abs().sum())
 
 
 def heading(title: str) -> str:
@@ -162,9 +227,14 @@ def echo(s: str = "") -> None:
 
 
 def show(lines: Sequence[str]) -> None:
-    """Print ``lines`` (what one of the functions below returned) on stdout."""
-    for line in lines:
-        click.echo(line)
+    """Print ``lines`` (what one of the functions below returned) on stdout; on a
+    terminal, or with ``COLUMNS`` set, a line of words wider than that is
+    :func:`wrapped` (tables are already fitted: :func:`table_text`)."""
+    limit = known_width()
+    for text_ in lines:
+        for line in text_.split("\n"):
+            for piece in wrapped(line, limit) if limit else (line,):
+                click.echo(piece)
 
 
 def warnings(diag: Diagnostics, verbose: int) -> None:
@@ -303,10 +373,10 @@ TRANSFERS = (
     Col(S.DUR_NS, "dur", duration),
     Col("bytes", "bytes", nbytes),
     Col("direction", "dir", right=False),
-    Col("tiny", "tiny"),
+    Col("tiny", "tiny", detail=True),
     Col("op", "op", flex=True, right=False),
     Col("via", "via", flex=True, right=False),
-    Col("layers", "layers", right=False),
+    Col("layers", "layers", flex=True, right=False, tail=False),
 )
 COPY_SUMMARY = (
     Col("op", "op", flex=True, right=False),
@@ -378,7 +448,7 @@ STEPS = (
     Col("wall_ns", "wall", duration),
     Col("busy_ns", "busy", duration),
     Col("idle_ns", "idle", duration),
-    *(Col(f"{c}_ns", c.replace("_", " "), duration) for c in CAUSES),
+    *(Col(f"{c}_ns", c.replace("_", " "), duration, detail=True) for c in CAUSES),
     Col("host_only_ns", "host only", duration),
     Col("launches", "launches", count),
 )
