@@ -226,3 +226,40 @@ def test_launches_of_a_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, ["launches", str(tmp_path / "nope.json")])
     assert done.exit_code == 2
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_without_a_correlation_the_launch_is_the_last_call_sharing_a_flow_before_the_work(
+        ) -> None:
+    lf = table(
+        op("aten::add", 0, 100),
+        rt("nrt_tensor_write", 10, 5, flow_ids=["neuron:f2"]),
+        rt("nrt_execute", 20, 30, flow_ids=["neuron:f2"], model_id=7),
+        rt("nrt_execute", 45, 5, flow_ids=["neuron:f2"], model_id=8),  # another model
+        rt("nrt_execute", 70, 5, flow_ids=["neuron:f2"]),  # after the work started
+        dev("nc_exec_running", 40, 20, category="neuron_hw", flow_ids=["neuron:f2"],
+            model_id=7, execution="nc0:exec2"),
+        dev("nc_exec_running", 41, 25, category="neuron_hw", flow_ids=["neuron:f2"],
+            model_id=7, execution="nc0:exec2"),  # the same execution on the other core
+    )
+    (got,) = A.launches(lf).to_dicts()
+    assert (got["call"], got["call_start_ns"], got["via"]) == ("nrt_execute", 20, "flow")
+    assert (got["device_start_ns"], got["device_ns"], got["launch_delay_ns"]) == (40, 26, 20)
+
+
+def test_a_correlation_pairs_before_a_flow() -> None:
+    lf = table(
+        rt("cudaLaunchKernel", 0, 5, category="cuda_runtime", correlation=4,
+           flow_ids=["ac2g:4"]),
+        rt("cudaLaunchKernel", 8, 5, category="cuda_runtime", flow_ids=["ac2g:4"]),
+        dev("gemm", 20, 9, category="kernel", correlation=4, flow_ids=["ac2g:4"]),
+    )
+    (got,) = A.launches(lf).to_dicts()
+    assert (got["call_start_ns"], got["via"]) == (0, "correlation")
+
+
+def test_the_neuron_capture_pairs_each_execution_with_its_nrt_execute() -> None:
+    got = A.launches(A.events(FIXTURES / "neuron" / "explorer_rmsnorm_vnc_0"))
+    assert got.select("call", "op", "via").rows() == [
+        ("nrt_execute", "aten::mul", "flow"), ("nrt_execute", "aten::add", "flow")]
+    assert (got.get_column("launch_delay_ns")
+            == got.get_column("device_start_ns") - got.get_column("call_start_ns")).all()

@@ -3,12 +3,20 @@ on the device, and how long the work waited to start (HolisticTraceAnalysis'
 ``get_cuda_kernel_launch_stats``); and the time of each ``record_function`` range on the
 device.
 
-A **launch** is a runtime call (layer ``runtime``, a span) and the device work
-(:func:`.vocab.is_device_work`: a kernel, a memcpy, a memset) that carries the same
-``correlation`` on the same rank, the link Kineto writes between them (and the one
-``framework_row``'s ``correlation`` rule follows). One row per piece of device work; work
-without a runtime call of its correlation (a Neuron execution, work launched before the
-profiler started) is not a launch here::
+A **launch** is a runtime call (layer ``runtime``, a span) and the piece of device work
+(:func:`.vocab.is_device_work`: a kernel, a memcpy, a memset, a NeuronCore execution) it
+started, found as ``framework_row``'s rules find them (:mod:`neurontrace.table.linking`):
+
+1. ``correlation``: the runtime call with the work's ``correlation`` on the same rank,
+   the link Kineto writes (of several calls, the first by ``row``);
+2. ``flow``: else, of the runtime calls sharing a flow arrow with the work (Neuron's
+   ``nrt_execute`` -> execution), the one that started last at or before the work did,
+   within one ``model_id`` (a row of no model matches any).
+
+Rows sharing ``execution`` (one NeuronCore execution seen on both cores of an LNC=2
+pair) are one piece of work, from its first start to its last end. Work that neither
+rule pairs with a call (work launched before the profiler started, work linked to its op
+only by time) is not a launch here. ``via`` says which rule paired it::
 
     host    |--- cudaLaunchKernel ---|                 call_ns = 24
             ^ call start (t=0)       ^ call end (t=24)
@@ -55,7 +63,7 @@ DELAY_CUTOFF_NS = 100_000
 
 LAUNCH_COLUMNS = (
     S.RANK, S.CORRELATION, "call", S.NAME, "op", S.STREAM, S.STEP, "call_start_ns",
-    "call_ns", "device_start_ns", "device_ns", "launch_delay_ns", "queue_ns", "short",
+    "call_ns", "device_start_ns", "device_ns", "launch_delay_ns", "queue_ns", "short", "via",
 )
 SUMMARY_COLUMNS = (
     "key", "launches", "call_ns", "device_ns", "mean_delay_ns", "median_delay_ns",
@@ -81,27 +89,103 @@ def op_names(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _work(lf: pl.LazyFrame) -> pl.DataFrame:
+    """The device work as pieces: rows sharing ``execution`` (one NeuronCore execution
+    seen on several cores) are one, from the first start to the last end, named after
+    its first row; ``_key`` names the piece within its rank."""
+    return (
+        lf.filter(V.is_device_work())
+        .select(
+            S.ROW, S.RANK, S.NAME, S.STREAM, S.STEP, S.FRAMEWORK_ROW, S.CORRELATION,
+            S.MODEL_ID, S.START_NS, _end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
+            _key=pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String)),
+        )
+        .sort(S.ROW)
+        .group_by(S.RANK, "_key", maintain_order=True)
+        .agg(
+            pl.col(S.NAME, S.STREAM, S.STEP, S.MODEL_ID).first(),
+            pl.col(S.FRAMEWORK_ROW, S.CORRELATION).drop_nulls().first(),
+            pl.col(S.START_NS).min().alias("device_start_ns"),
+            (pl.col("_end").max() - pl.col(S.START_NS).min()).alias("device_ns"),
+        )
+        .collect(engine=I.ENGINE)
+    )
+
+
+def _calls(lf: pl.LazyFrame) -> pl.LazyFrame:
+    return lf.filter((pl.col(S.LAYER) == S.RUNTIME) & V.is_span()).select(
+        S.ROW, S.RANK, S.CORRELATION, S.FLOW_IDS, S.MODEL_ID, call=S.NAME,
+        call_start_ns=S.START_NS, call_ns=S.DUR_NS)
+
+
+def _by_correlation(work: pl.DataFrame, calls: pl.LazyFrame) -> pl.DataFrame:
+    """``rank, _key`` of the work with the runtime call of its correlation (of several,
+    the first by ``row``)."""
+    first = (
+        calls.filter(pl.col(S.CORRELATION).is_not_null())
+        .sort(S.ROW)
+        .unique([S.RANK, S.CORRELATION], keep="first", maintain_order=True)
+        .select(S.RANK, S.CORRELATION, "call", "call_start_ns", "call_ns")
+    )
+    return (
+        work.lazy().filter(pl.col(S.CORRELATION).is_not_null())
+        .select(S.RANK, "_key", S.CORRELATION)
+        .join(first, on=[S.RANK, S.CORRELATION], how="inner")
+        .drop(S.CORRELATION)
+        .collect(engine=I.ENGINE)
+    )
+
+
+def _by_flow(work: pl.DataFrame, calls: pl.LazyFrame, lf: pl.LazyFrame) -> pl.DataFrame:
+    """``rank, _key`` of the work with the runtime call that shares a flow arrow with one
+    of its rows and started last at or before the work's start (ties: the first by
+    ``row``); flow ids being per-model counters on Neuron, a call of another
+    ``model_id`` than the work's is not its launch (a row of no model matches any, as in
+    :mod:`neurontrace.table.linking`)."""
+    if work.height == 0:
+        return work.select(S.RANK, "_key").with_columns(
+            call=pl.lit(None, pl.String), call_start_ns=pl.lit(None, _I64),
+            call_ns=pl.lit(None, _I64))
+    keys = work.select(S.RANK, "_key", "device_start_ns")
+    flows = (
+        lf.filter(V.is_device_work() & pl.col(S.FLOW_IDS).is_not_null())
+        .select(S.RANK, S.MODEL_ID, _flow=S.FLOW_IDS,
+                _key=pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String)))
+        .explode("_flow")
+        .join(keys.lazy(), on=[S.RANK, "_key"], how="inner")
+    )
+    call_flows = (
+        calls.filter(pl.col(S.FLOW_IDS).is_not_null())
+        .explode(S.FLOW_IDS)
+        .rename({S.FLOW_IDS: "_flow"})
+    )
+    return (
+        flows.join(call_flows, on=[S.RANK, "_flow"], how="inner", suffix="_call")
+        .filter(
+            (pl.col("call_start_ns") <= pl.col("device_start_ns"))
+            & (pl.col(S.MODEL_ID).is_null() | pl.col(f"{S.MODEL_ID}_call").is_null()
+               | (pl.col(S.MODEL_ID) == pl.col(f"{S.MODEL_ID}_call")))
+        )
+        .sort([S.RANK, "_key", "call_start_ns", S.ROW], descending=[False, False, True, False])
+        .unique([S.RANK, "_key"], keep="first", maintain_order=True)
+        .select(S.RANK, "_key", "call", "call_start_ns", "call_ns")
+        .collect(engine=I.ENGINE)
+    )
+
+
 def launches(lf: pl.LazyFrame) -> pl.DataFrame:
     """One row per launch (see the module docstring): ``rank, correlation, call`` (the
     runtime call's name), ``name`` (the device work's), ``op``, ``stream``, ``step``,
     ``call_start_ns, call_ns, device_start_ns, device_ns, launch_delay_ns, queue_ns,
-    short``; by rank and call start. Of several runtime calls with one correlation, the
-    first (by ``row``) is the launch."""
-    calls = (
-        lf.filter((pl.col(S.LAYER) == S.RUNTIME) & V.is_span()
-                  & pl.col(S.CORRELATION).is_not_null())
-        .select(S.RANK, S.CORRELATION, S.ROW, call=S.NAME, call_start_ns=S.START_NS,
-                call_ns=S.DUR_NS)
-        .sort(S.ROW)
-        .unique([S.RANK, S.CORRELATION], keep="first", maintain_order=True)
-        .drop(S.ROW)
-    )
-    work = lf.filter(V.is_device_work() & pl.col(S.CORRELATION).is_not_null()).select(
-        S.RANK, S.CORRELATION, S.NAME, S.STREAM, S.STEP, S.FRAMEWORK_ROW,
-        device_start_ns=S.START_NS, device_ns=S.DUR_NS,
-    )
+    short, via`` (``correlation`` or ``flow``); by rank and call start."""
+    work = _work(lf)
+    calls = _calls(lf)
+    by_corr = _by_correlation(work, calls).with_columns(via=pl.lit("correlation"))
+    rest = work.join(by_corr.select(S.RANK, "_key"), on=[S.RANK, "_key"], how="anti")
+    by_flow = _by_flow(rest, calls, lf).with_columns(via=pl.lit("flow"))
+    paired = pl.concat([by_corr, by_flow], how="vertical_relaxed")
     return (
-        work.join(calls, on=[S.RANK, S.CORRELATION], how="inner")
+        work.lazy().join(paired.lazy(), on=[S.RANK, "_key"], how="inner")
         .join(op_names(lf), on=S.FRAMEWORK_ROW, how="left")
         .with_columns(
             pl.col("op").fill_null(UNLINKED),
@@ -110,7 +194,7 @@ def launches(lf: pl.LazyFrame) -> pl.DataFrame:
             short=pl.col("device_ns") < pl.col("call_ns"),
         )
         .select(LAUNCH_COLUMNS)
-        .sort(S.RANK, "call_start_ns", S.CORRELATION)
+        .sort(S.RANK, "call_start_ns", "device_start_ns")
         .collect(engine=I.ENGINE)
     )
 
