@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from neurontrace import analyses
-from neurontrace.analyses import ALL
+from neurontrace.analyses import ALL, advice
+from neurontrace.analyses.advice.diff import changes
 from neurontrace.cli.options import events, json_option, rows_shown, top_option, verbose_option
 from neurontrace.convert import unique
 from neurontrace.readers.inputs import stem
+from neurontrace.views import findings as F
 from neurontrace.views import terminal as T
 
 
@@ -26,16 +29,36 @@ def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
     its whole-trace wall time, labelled), then wall, host and device time, launches,
     device idle time, copies and the top ops of each run, with each figure's ratio to the
     first run's (below 1: less than the first). When no run has device work, the device
-    rows are left out (host only). --json prints one {metric, run, value, ratio} object
-    per figure and run.
+    rows are left out (host only). Then the findings (neurontrace advise) that
+    disappeared or appeared in each run against the first. --json prints {"metrics":
+    one {metric, run, value, ratio} object per figure and run, "findings": one {run,
+    against, rule, ops, change, title, severity, before, after} object per finding of
+    either run (change: disappeared, appeared or kept; before/after: {low, high} ns per
+    step, null where absent)}.
     """
-    runs = {label: analyses.measure(events(p))
-            for label, p in zip(labels(paths), paths, strict=True)}
+    lfs = {label: events(p) for label, p in zip(labels(paths), paths, strict=True)}
+    runs = {label: analyses.measure(lf) for label, lf in lfs.items()}
     table = analyses.compare_results(runs, top=rows_shown(top, as_json) or ALL)
+    found = findings_between(lfs, runs)
     if as_json:
-        T.emit_json(T.records(table))
+        T.emit_json({"metrics": T.records(table), "findings": found})
         return
     T.show(T.compare(table, list(runs)))
+    if len(runs) > 1:
+        T.echo()
+        T.show(F.changes(found, list(runs)))
+
+
+def findings_between(lfs: dict[str, Any], runs: dict[str, analyses.Measured]
+                     ) -> list[dict[str, Any]]:
+    """Each run's findings (:func:`.advice.advise`, given the report and wall time
+    :func:`.compare.measure` computed: nothing twice) against the first run's, as
+    :func:`.advice.diff.changes` rows with ``run`` (the later run) and ``against`` (the
+    first), runs in order."""
+    found = {label: advice.advise(lfs[label], m.report, m.wall_ns) for label, m in runs.items()}
+    first, *rest = found
+    return [{"run": label, "against": first, **row}
+            for label in rest for row in changes(found[first], found[label])]
 
 
 def labels(paths: tuple[Path, ...]) -> list[str]:

@@ -9,11 +9,13 @@ import click
 import polars as pl
 
 from neurontrace import analyses
+from neurontrace.analyses import advice
 from neurontrace.cli.compare import labels
 from neurontrace.cli.options import json_option, rows_shown, top_option, verbose_option
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.io import atomic
 from neurontrace.loading import cache_folder
+from neurontrace.views import findings as F
 from neurontrace.views import html
 from neurontrace.views import terminal as T
 from neurontrace.views.results import ALL, Run, cut
@@ -32,11 +34,13 @@ from neurontrace.views.results import ALL, Run, cut
 @click.pass_context
 def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path | None,
            max_events: int, as_json: bool) -> None:
-    """Op share, device idle time and copies in PATHS, in plain words.
+    """Op share, device idle time, copies and findings in PATHS, in plain words.
 
-    e.g. "aten::mul: 85.2% of device time, 3 launches per step". --json prints the
-    tables behind the words (a list with several PATHS). --html OUT.html writes the
-    same as a page that needs no network.
+    e.g. "aten::mul: 85.2% of device time, 3 launches per step". The findings are those
+    of neurontrace advise (the --top most severe), from the same computed results.
+    --json prints the tables behind the words, with "findings" as advise --json gives
+    them (a list with several PATHS). --html OUT.html writes the same as a page that
+    needs no network.
     """
     if html_out is not None:  # before anything is read: never over an input
         atomic.refuse_overlap(paths, html_out)
@@ -51,21 +55,30 @@ def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path
         comparison = compared(runs, page_top) if len(runs) > 1 else None
         html.write(runs, html_out, comparison, top=page_top, max_events=max_events)
         click.echo(f"{html_out}: report of {len(runs)} run(s)", err=True)
-    reports = [cut(run.report, rows_shown(top, as_json)) for run in runs]
+    n = rows_shown(top, as_json)
+    reports = [cut(run.report, n) for run in runs]
     if as_json:
-        docs = [T.report_json(r) for r in reports]
+        docs = [{**T.report_json(r), "findings": list(run.findings[:n] if n else run.findings)}
+                for r, run in zip(reports, runs, strict=True)]
         T.emit_json(docs[0] if len(docs) == 1 else docs)
         return
-    for i, (path, r) in enumerate(zip(paths, reports, strict=True)):
+    for i, (path, r, run) in enumerate(zip(paths, reports, runs, strict=True)):
         if i:
             T.echo()
-        T.show(T.report(r, str(path)))
+        lines = T.report(r, str(path))
+        T.show([*lines, ""] if lines and lines[-1] else lines)
+        T.show(F.part(run.findings[:n] if n else run.findings, len(run.findings)))
 
 
 def analyse(events: Mapping[str, pl.LazyFrame]) -> list[Run]:
-    """Each run's :func:`neurontrace.analyses.report`, computed once with every row: the
-    terminal and the HTML page both show (a cut of) it."""
-    return [Run(name, analyses.report(lf, top=ALL), lf) for name, lf in events.items()]
+    """Each run's :func:`neurontrace.analyses.report`, computed once with every row, and
+    its findings (:func:`.advice.advise`, given the report: nothing computed twice): the
+    terminal and the HTML page both show (a cut of) them."""
+    out = []
+    for name, lf in events.items():
+        r = analyses.report(lf, top=ALL)
+        out.append(Run(name, r, lf, [f.record() for f in advice.advise(lf, r)]))
+    return out
 
 
 def compared(runs: list[Run], top: int) -> pl.DataFrame:

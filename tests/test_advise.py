@@ -137,3 +137,62 @@ def test_fail_on_exit_codes_of_the_installed_command() -> None:
                             capture_output=True, check=False).returncode
              for path, s in ((NAIVE, "high"), (EMPTY, "info"))]
     assert codes == [3, 0]
+
+
+# -- the Findings part of `neurontrace report` ------------------------------------------------
+
+def cli_out(*args: str | Path) -> str:
+    result = CliRunner().invoke(cli, [*map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_report_shows_the_findings_of_advise_with_the_same_figures() -> None:
+    advised = findings(NAIVE)
+    assert {f["rule"] for f in advised} >= {"fusion", "dominant-op", "launch-bound"}
+    report = cli_out("report", NAIVE)
+    part = report[report.index("Findings (5, most severe first)"):]
+    said = cli_out("advise", NAIVE)
+    blocks = said.split("\n\n")[1:]  # after the heading: one block per finding, in order
+    assert len(blocks) == len(advised) == 5
+    for block in blocks:  # the same lines, indented under the part's heading
+        assert "\n".join("  " + line for line in block.strip("\n").splitlines()) in part
+    assert "RMSNorm written out as 6 ops" in part and "36.0 µs to 46.8 µs a step" in part
+
+
+def test_report_json_has_the_findings_as_advise_json_gives_them() -> None:
+    doc = json.loads(cli_out("report", NAIVE, "--json"))
+    assert doc["findings"] == findings(NAIVE)
+    two = json.loads(cli_out("report", NAIVE, EPS, "--json"))
+    assert [d["findings"] for d in two] == [findings(NAIVE), findings(EPS)]
+    assert json.loads(cli_out("report", NAIVE, "--json", "--top", "2"))["findings"] == \
+        findings(NAIVE, "--top", "2")
+
+
+def test_report_top_cuts_the_findings_and_says_how_many_there_are() -> None:
+    part = cli_out("report", NAIVE, "--top", "2").split("\nFindings ")[1]
+    assert part.startswith("(2 of 5, neurontrace advise lists all, most severe first)")
+    assert part.count("\n  try: ") == 0 and part.count("          try: ") == 2
+
+
+def test_report_of_a_trace_without_findings_says_none() -> None:
+    assert "Findings\n  none: no rule finds time at stake in this trace" in cli_out(
+        "report", EMPTY)
+    assert json.loads(cli_out("report", EMPTY, "--json"))["findings"] == []
+
+
+@pytest.mark.parametrize("path", [NAIVE, RMS_NORM, EPS, NEURON],
+                         ids=["naive", "rms_norm", "eps", "neuron"])
+def test_advise_given_the_report_finds_the_same_without_computing_its_analyses_again(
+        path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from neurontrace import analyses
+    from neurontrace.analyses import advice
+    from neurontrace.analyses.advice import base
+
+    lf = analyses.events(path)
+    alone = advice.advise(lf)
+    report = analyses.report(lf, top=analyses.ALL)
+    wall = analyses.extent(lf)[0]
+    for name in ("steps", "gaps", "copies", "device_ops", "host_ops", "extent"):
+        monkeypatch.setattr(base, name, lambda *a, _n=name, **k: pytest.fail(f"{_n} again"))
+    assert advice.advise(lf, report, wall) == alone

@@ -124,7 +124,7 @@ def test_tables_render(trace: Path) -> None:
 def test_compare_gives_ratios_to_the_first_run(tmp_path: Path) -> None:
     a = kineto(tmp_path / "naive.json")
     b = kineto(tmp_path / "fused.json", scale=2)
-    got = as_json("compare", str(a), str(b))
+    got = as_json("compare", str(a), str(b))["metrics"]
     rows = {(r["metric"], r["run"]): r for r in got}
     assert rows[("launches", "fused")]["ratio"] == 1.0
     assert rows[("op:aten::mul", "fused")]["value"] == 800_000

@@ -54,7 +54,7 @@ def by_metric(rows: list[dict[str, Any]], metric: str) -> list[Any]:
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_compare_headline_is_the_median_step_time_from_the_raw_json(device: str) -> None:
     paths = traces(device)
-    rows = as_json("compare", *paths)
+    rows = as_json("compare", *paths)["metrics"]
     assert rows[0]["metric"] == "step_ns"
     want = [raw_median_step_ns(p) for p in paths]
     assert by_metric(rows, "step_ns") == want
@@ -67,7 +67,7 @@ def test_compare_headline_is_the_median_step_time_from_the_raw_json(device: str)
 
 
 def test_compare_of_cpu_runs_leaves_the_device_rows_out_and_says_host_only_once() -> None:
-    rows = as_json("compare", *traces("cpu"))
+    rows = as_json("compare", *traces("cpu"))["metrics"]
     assert not DEVICE_ROWS & {r["metric"] for r in rows}
     text = invoke("compare", *traces("cpu"))
     assert text.count("host only") == 1
@@ -75,7 +75,7 @@ def test_compare_of_cpu_runs_leaves_the_device_rows_out_and_says_host_only_once(
 
 
 def test_compare_of_cuda_runs_keeps_the_device_rows() -> None:
-    rows = as_json("compare", *traces("cuda"))
+    rows = as_json("compare", *traces("cuda"))["metrics"]
     assert DEVICE_ROWS <= {r["metric"] for r in rows}
     assert all(v > 0 for v in by_metric(rows, "device_ns"))
     assert "host only" not in invoke("compare", *traces("cuda"))
@@ -88,7 +88,7 @@ def test_a_run_without_steps_falls_back_to_wall_time_labelled(tmp_path: Path) ->
                           if not e["name"].startswith("ProfilerStep#")]
     stepless = tmp_path / "stepless.json"
     stepless.write_text(json.dumps(doc))
-    rows = as_json("compare", str(stepped), str(stepless))
+    rows = as_json("compare", str(stepped), str(stepless))["metrics"]
     step = {r["run"]: r for r in rows if r["metric"] == "step_ns"}
     assert step["stepped"]["value"] == 900_000  # both synthetic steps last 900 us
     assert step["stepless"]["value"] is None and step["stepless"]["ratio"] is None
@@ -144,7 +144,8 @@ def test_compare_busy_and_idle_are_per_device_as_gaps_says() -> None:
     if root is None:
         pytest.skip("NEURONTRACE_CORPUS is not set")
     trace = str(root / "trace_diff.json.gz")
-    value = {(r["metric"], r["run"]): r["value"] for r in as_json("compare", trace, trace)}
+    value = {(r["metric"], r["run"]): r["value"]
+             for r in as_json("compare", trace, trace)["metrics"]}
     devices = as_json("gaps", trace)["devices"]
     assert devices, "trace_diff has device work"
     assert value["device_busy_ns", "trace_diff"] == sum(d["busy_ns"] for d in devices)
@@ -152,3 +153,49 @@ def test_compare_busy_and_idle_are_per_device_as_gaps_says() -> None:
     tracks = as_json("gaps", trace)["tracks"]
     assert len(tracks) > len(devices)  # several streams: the sum over them differs
     assert value["idle_ns", "trace_diff"] != sum(t["idle_ns"] for t in tracks)
+
+
+# -- findings between runs (issue 17) ---------------------------------------------------------
+
+def test_compare_naive_rms_norm_says_the_fusion_and_dominant_op_findings_disappeared() -> None:
+    naive, rms_norm = traces("cuda")[:2]
+    found = as_json("compare", naive, rms_norm)["findings"]
+    assert {(r["run"], r["against"]) for r in found} == {("rms_norm", "naive")}
+    by = {(r["rule"], tuple(r["ops"])): r for r in found}
+    fusion = by[("fusion", ("aten::mul", "aten::mean", "aten::add", "aten::rsqrt",
+                            "aten::mul", "aten::mul"))]
+    dominant = by[("dominant-op", ("aten::mul",))]
+    assert (fusion["change"], dominant["change"]) == ("disappeared", "disappeared")
+    assert fusion["after"] is None and dominant["after"] is None
+    advised = json.loads(invoke("advise", naive, "--json"))
+    assert fusion["before"] == next(f["at_stake_ns"] for f in advised if f["rule"] == "fusion")
+    text = invoke("compare", naive, rms_norm)
+    said = text[text.index("Findings against naive"):]
+    assert "rms_norm: 2 disappeared, 0 appeared" in said
+    assert re.search(r"disappeared high +fusion: RMSNorm written out as 6 ops .*\(was 36\.0 µs "
+                     r"to 46\.8 µs a step\)", said)
+    assert re.search(r"disappeared high +dominant-op: aten::mul takes", said)
+
+
+def test_a_launch_bound_device_in_both_runs_is_one_kept_finding_whatever_ops_are_near_gaps(
+        ) -> None:
+    naive, rms_norm = traces("cuda")[:2]
+    found = as_json("compare", naive, rms_norm)["findings"]
+    (bound,) = [r for r in found if r["rule"] == "launch-bound"]
+    assert bound["change"] == "kept" and bound["before"] and bound["after"]
+    assert bound["after"]["low"] < bound["before"]["low"]  # less idle waiting for the host
+
+
+def test_compare_of_three_runs_lists_each_against_the_first() -> None:
+    found = as_json("compare", *traces("cuda"))["findings"]
+    assert {r["run"] for r in found} == {"rms_norm", "compiled"}
+    assert {r["against"] for r in found} == {"naive"}
+    for run in ("rms_norm", "compiled"):
+        assert not [r for r in found if r["run"] == run and r["rule"] == "fusion"
+                    and r["change"] != "disappeared"]
+
+
+def test_compare_of_one_run_has_no_findings_between_runs() -> None:
+    naive = traces("cuda")[0]
+    assert as_json("compare", naive)["findings"] == []
+    assert "Findings against" not in invoke("compare", naive)

@@ -69,6 +69,23 @@ def test_figures_are_the_analyses(tmp_path: Path) -> None:
     assert run["transfers"] == analyses.copies(lf).height == sum(c["copies"] for c in run["copies"])
 
 
+def test_the_page_holds_the_findings_advise_gives_with_the_terminal_s_figures(
+        tmp_path: Path) -> None:
+    naive = CUDA / "naive" / "trace.json.gz"
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(cli, ["report", str(naive), "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    run = embedded(out.read_text())["runs"][0]
+    advised = json.loads(CliRunner().invoke(cli, ["advise", str(naive), "--json"]).stdout)
+    assert run["findings_total"] == len(advised) == len(run["findings"]) == 5
+    assert [{k: v for k, v in f.items() if k != "at_stake_text"} for f in run["findings"]] \
+        == advised
+    fusion = next(f for f in run["findings"] if f["rule"] == "fusion")
+    assert fusion["at_stake_text"] == "36.0 µs to 46.8 µs a step (20.7% of the step, 74.5% " \
+        "of the device time)"
+    assert f"at stake: {fusion['at_stake_text']}" in res.stdout  # as the terminal words it
+
+
 def test_a_trace_of_profiler_ranges_says_what_it_has_and_lacks_as_the_terminal_does(
         tmp_path: Path) -> None:
     # a CUPTI profiler trace: launches on the host, counter ranges on the device, no kernel
@@ -149,6 +166,8 @@ def test_in_headless_chromium_the_page_loads_without_errors_and_draws(tmp_path: 
     console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
     assert console == []
     assert "aten::mul" in dom.stdout and "host dispatch" in dom.stdout
+    assert "RMSNorm written out as 6 ops" in dom.stdout  # the findings are drawn
+    assert "at stake: 36.0 µs to 46.8 µs a step" in dom.stdout
 
     shot = tmp_path / "r.png"
     res = _chromium("--window-size=1000,900", f"--screenshot={shot}", out.as_uri())

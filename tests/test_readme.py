@@ -275,7 +275,7 @@ def check_analysis(work: Path, ns: dict[str, Any], values: dict[str, Any]) -> No
     assert frame(values["A.copies(lf)"]).to_dicts() == cli_json("copies", "run.parquet")
     assert frame(values["A.kernels(lf)"]).to_dicts() == cli_json("kernels", "run.parquet")
     compared = frame(next(v for k, v in values.items() if k.startswith("A.compare(")))
-    cli_rows = cli_json("compare", "a.parquet", "b.parquet")
+    cli_rows = cli_json("compare", "a.parquet", "b.parquet")["metrics"]
     assert [(r["metric"], r["value"], r["ratio"]) for r in cli_rows] == list(
         compared.select("metric", "value", "ratio").iter_rows())
 
@@ -319,7 +319,7 @@ def test_the_compare_figures_the_rmsnorm_section_quotes(work: Path) -> None:
     command = m.group(1).split()
     for name in command[2:]:
         convert(work, name)
-    rows = cli_json(*command[1:])
+    rows = cli_json(*command[1:])["metrics"]
     device = [r for r in rows if r["metric"] == "device_ns"]
     launches = [r["value"] for r in rows if r["metric"] == "launches"]
     assert [f"{r['value'] / 1e3:.1f}" for r in device] == [m.group(k) for k in (2, 3, 5)]
@@ -364,7 +364,7 @@ def test_the_fusion_figures_the_advice_section_quotes(work: Path) -> None:
     low, high = chain["at_stake_ns"]["low"], chain["at_stake_ns"]["high"]
     size = chain["evidence"]["chain_ns_per_step"]
     assert [f"{v / 1e3:.1f}" for v in (low, high, size)] == [m.group(k) for k in (3, 4, 5)]
-    rows = cli_json("compare", "naive.parquet", "rms_norm.parquet", "compiled.parquet")
+    rows = cli_json("compare", "naive.parquet", "rms_norm.parquet", "compiled.parquet")["metrics"]
     per_step = [d["value"] / s["value"] for d, s in zip(
         [r for r in rows if r["metric"] == "device_ns"],
         [r for r in rows if r["metric"] == "steps"], strict=True)]

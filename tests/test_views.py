@@ -142,7 +142,7 @@ def test_compare_computes_each_runs_analyses_once(monkeypatch: pytest.MonkeyPatc
     for name in INNER:
         assert per[name] == 3, (name, calls)
     assert per["compare"] == 0
-    assert {r["metric"] for r in json.loads(res.stdout)} >= {"device_ns", "op:aten::mul"}
+    assert {r["metric"] for r in json.loads(res.stdout)["metrics"]} >= {"device_ns", "op:aten::mul"}
 
 
 def test_compare_reads_from_the_report_what_each_analysis_gives() -> None:

@@ -6,15 +6,29 @@ report``). Everything here is a table from the other analyses, cut to the top ro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
 from neurontrace import schema as S
 from neurontrace.analyses.copies import by_direction, copies, copy_summary
-from neurontrace.analyses.gaps import CAUSES, gaps, inputs
+from neurontrace.analyses.gaps import CAUSES, Gaps, gaps, inputs
 from neurontrace.analyses.ops import device_ops, host_ops
 from neurontrace.analyses.steps import steps
+
+
+@dataclass(frozen=True)
+class Computed:
+    """What the analyses a report is made of returned, whole (not cut to ``top``), for
+    other readers of the same run (the advice: :func:`.advice.advise` given a report
+    computes none of them again): :func:`.gaps.gaps`, :func:`.copies.copies`,
+    :func:`.steps.steps`, :func:`.ops.host_ops`, :func:`.ops.device_ops`."""
+
+    gaps: Gaps
+    copies: pl.DataFrame
+    steps: pl.DataFrame
+    host_ops: pl.DataFrame
+    device_ops: pl.DataFrame
 
 
 @dataclass(frozen=True)
@@ -28,7 +42,8 @@ class Report:
     ``directions``: :func:`.copies.by_direction` of all of them; ``steps``: how many
     ``ProfilerStep`` spans (per rank, the most of any rank); ``device_rows``:
     :func:`device_rows` (what the device rows are, device work or not);
-    ``runtime_calls``: how many runtime-layer rows (calls into the device runtime)."""
+    ``runtime_calls``: how many runtime-layer rows (calls into the device runtime);
+    ``computed``: the analyses' results the tables were cut from (:class:`Computed`)."""
 
     host_ops: pl.DataFrame
     device_ops: pl.DataFrame
@@ -42,6 +57,7 @@ class Report:
     steps: int
     device_rows: pl.DataFrame
     runtime_calls: int
+    computed: Computed | None = field(default=None, repr=False, compare=False)
 
 
 def device_rows(lf: pl.LazyFrame) -> pl.DataFrame:
@@ -63,6 +79,7 @@ def report(lf: pl.LazyFrame, top: int = 5) -> Report:
     idle = gaps(lf, read=read)
     moved = copies(lf)
     per_step = steps(lf, read)
+    host, device = host_ops(lf), device_ops(lf)
     by_cause = pl.DataFrame(
         {
             "cause": list(CAUSES),
@@ -74,8 +91,8 @@ def report(lf: pl.LazyFrame, top: int = 5) -> Report:
         if per_step.height else 0
     )
     return Report(
-        host_ops=host_ops(lf).head(top),
-        device_ops=device_ops(lf).head(top),
+        host_ops=host.head(top),
+        device_ops=device.head(top),
         devices=idle.devices,
         tracks=idle.tracks,
         idle=by_cause,
@@ -87,4 +104,5 @@ def report(lf: pl.LazyFrame, top: int = 5) -> Report:
         device_rows=device_rows(lf),
         runtime_calls=int(lf.filter(pl.col(S.LAYER) == S.RUNTIME).select(pl.len())
                           .collect().item()),
+        computed=Computed(idle, moved, per_step, host, device),
     )

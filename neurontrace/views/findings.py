@@ -1,8 +1,10 @@
 """The findings of ``neurontrace advise`` in words: one block per finding, most severe
-first, as :func:`neurontrace.analyses.advice.advise` ordered them.
+first, as :func:`neurontrace.analyses.advice.advise` ordered them; the same blocks as the
+"Findings" part of ``neurontrace report`` (:func:`part`), and the findings that appeared
+or disappeared between runs under ``neurontrace compare`` (:func:`changes`).
 
-Takes the findings as their JSON records (``Finding.record()``: what ``--json`` prints),
-computes nothing::
+Takes the findings as their JSON records (``Finding.record()``: what ``--json`` prints;
+``advice.diff.changes``' rows for :func:`changes`), computes nothing::
 
     high  fusion  RMSNorm written out as 6 ops (mul, mean, add, rsqrt, mul, mul): ...
           at stake: 36.0 µs to 46.8 µs a step (20.7% of the step, 74.7% of device time)
@@ -40,9 +42,58 @@ def findings(records: Sequence[Mapping[str, Any]], total: int, name: str) -> lis
     out = [heading(name) + f"  ({shown}, most severe first)"]
     for r in records:
         out.append("")
-        out.append(f"{r['severity']:<7} {r['rule']}: {r['title']}")
-        out.append(f"{_INDENT}at stake: {at_stake(r)}")
-        if r["ops"]:
-            out.append(f"{_INDENT}ops: {', '.join(r['ops'])}")
-        out.append(f"{_INDENT}try: {r['hint']}")
+        out.extend(block(r))
+    return out
+
+
+def block(r: Mapping[str, Any]) -> list[str]:
+    """One finding: ``severity rule: title``, then its time at stake, ops and hint."""
+    out = [f"{r['severity']:<7} {r['rule']}: {r['title']}",
+           f"{_INDENT}at stake: {at_stake(r)}"]
+    if r["ops"]:
+        out.append(f"{_INDENT}ops: {', '.join(r['ops'])}")
+    out.append(f"{_INDENT}try: {r['hint']}")
+    return out
+
+
+def part(records: Sequence[Mapping[str, Any]], total: int) -> list[str]:
+    """The "Findings" part of ``neurontrace report``: ``records`` (the most severe, in
+    order) of ``total`` found, each as ``advise`` shows it (:func:`block`)."""
+    if not total:
+        return [heading("Findings"), "  none: no rule finds time at stake in this trace"]
+    shown = (f"{total}" if len(records) == total
+             else f"{len(records)} of {total}, neurontrace advise lists all")
+    out = [heading(f"Findings ({shown}, most severe first)")]
+    for r in records:
+        out.extend("  " + line for line in block(r))
+    return out
+
+
+def _stake(v: Mapping[str, int] | None) -> str:
+    if v is None:
+        return "-"
+    low, high = v["low"], v["high"]
+    return duration(low) if low == high else f"{duration(low)} to {duration(high)}"
+
+
+def changes(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
+    """Under ``neurontrace compare``: per run after the first (``names``, in order), the
+    findings that disappeared and appeared against the first run (``rows``: the rows of
+    ``advice.diff.changes`` with ``run``, the later run), with the time at stake per step
+    before and after; kept findings are counted, not listed."""
+    if len(names) < 2:
+        return []
+    out = [heading(f"Findings against {names[0]} (neurontrace advise on each run)")]
+    for name in names[1:]:
+        mine = [r for r in rows if r["run"] == name]
+        n = {c: sum(r["change"] == c for r in mine) for c in ("disappeared", "appeared", "kept")}
+        out.append(f"  {name}: {n['disappeared']} disappeared, {n['appeared']} appeared, "
+                   f"{n['kept']} kept")
+        for r in mine:
+            if r["change"] == "kept":
+                continue
+            was = (f"was {_stake(r['before'])} a step" if r["change"] == "disappeared"
+                   else f"{_stake(r['after'])} a step")
+            out.append(f"    {r['change']:<11} {r['severity']:<7} {r['rule']}: {r['title']} "
+                       f"({was})")
     return out

@@ -1,5 +1,5 @@
-"""One self-contained HTML report: timeline, op share, idle time by cause, copies, and for
-several runs the comparison.
+"""One self-contained HTML report: findings, timeline, op share, idle time by cause,
+copies, and for several runs the comparison.
 
 Everything is inline: the page is :data:`TEMPLATE` (hand-written CSS and canvas/DOM
 JavaScript, no library, nothing fetched) with the figures embedded as JSON. The
@@ -25,6 +25,7 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.analyses.gaps import CAUSES
 from neurontrace.io import atomic
+from neurontrace.views.findings import at_stake
 from neurontrace.views.results import Run, cut
 from neurontrace.views.terminal import no_device_work
 
@@ -40,8 +41,10 @@ def template() -> str:
 def page_data(runs: Sequence[Run], comparison: pl.DataFrame | None = None, top: int = 10,
               max_events: int = MAX_EVENTS) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able values: per run, its report's tables
-    cut to ``top`` rows and its timeline; ``comparison``: the table of
-    :func:`neurontrace.analyses.compare` (shown with several runs)."""
+    and its findings (each with ``at_stake_text``, its time at stake as the terminal
+    words it, and ``findings_total``) cut to ``top`` rows, and its timeline;
+    ``comparison``: the table of :func:`neurontrace.analyses.compare` (shown with several
+    runs)."""
     data: dict[str, Any] = {
         "runs": [_run(run, top, max_events) for run in runs],
         "causes": list(CAUSES),
@@ -72,6 +75,8 @@ def _run(run: Run, top: int, max_events: int) -> dict[str, Any]:
     idle = int(r.devices.get_column("idle_ns").sum()) if r.devices.height else 0
     return {
         "name": run.name,
+        "findings": [{**f, "at_stake_text": at_stake(f)} for f in run.findings[:top or None]],
+        "findings_total": len(run.findings),
         "steps": r.steps,
         "transfers": r.transfers,
         "host_ops": r.host_ops.to_dicts(),

@@ -8,7 +8,9 @@ of ``neurontrace report --html`` show the same :class:`~neurontrace.analyses.Rep
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -38,9 +40,11 @@ class Run:
     ``report``: :func:`neurontrace.analyses.report` made with ``top=ALL`` (every row: the
     page cuts its tables, and draws every gap of ``report.largest_gaps`` on its
     timeline); ``events``: the run's events, whose rows the timeline draws (nothing is
-    computed from them).
+    computed from them); ``findings``: :func:`neurontrace.analyses.advice.advise`'s
+    findings on them as JSON records (``Finding.record()``), every one, most severe first.
     """
 
     name: str
     report: Report
     events: pl.LazyFrame
+    findings: Sequence[Mapping[str, Any]] = ()

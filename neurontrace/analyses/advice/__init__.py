@@ -13,7 +13,9 @@ time are listed. Adding a rule: write its module (``RULE``, its id, and ``find``
 function ``Facts -> list[Finding]``) and name it in :data:`MODULES`. Rules read the
 analyses' results (gaps, copies, steps, ops) and the event table's ``role``,
 ``direction`` and ``layer`` columns, never a backend's event names; what they compute is
-shared through :class:`~.base.Facts` (each analysis runs once). :func:`.diff.changes`
+shared through :class:`~.base.Facts` (each analysis runs once; a caller that has a
+:func:`~neurontrace.analyses.report.report` of the trace hands it to :func:`advise`, which
+then computes none of its analyses again). :func:`.diff.changes`
 says which findings appeared or disappeared between two runs.
 """
 
@@ -42,6 +44,7 @@ from neurontrace.analyses.advice.base import (
     at_or_above,
     severity,
 )
+from neurontrace.analyses.report import Report
 
 #: The rule modules, in order: each has ``RULE`` (its stable id) and ``find`` (a
 #: :data:`~.base.Rule`: facts -> findings).
@@ -55,11 +58,17 @@ __all__ = [
 ]
 
 
-def advise(lf: pl.LazyFrame) -> list[Finding]:
+def advise(lf: pl.LazyFrame, report: Report | None = None,
+           wall_ns: int | None = None) -> list[Finding]:
     """Every rule's findings on ``lf`` that have time at stake (a condition that holds
     but costs nothing measurable is no advice): most severe first, then most time at
-    stake (the high end, then the low end), then in :data:`RULES` order."""
-    facts = Facts(lf)
+    stake (the high end, then the low end), then in :data:`RULES` order.
+
+    ``report``: a :func:`~neurontrace.analyses.report.report` of ``lf`` the caller
+    already has, whose analyses' results (steps, gaps, copies, ops) are read instead of
+    computed again; ``wall_ns``: :func:`~neurontrace.analyses.compare.extent`'s, likewise
+    (:meth:`.base.Facts.given`). The findings are the same with or without them."""
+    facts = Facts.given(lf, report, wall_ns)
     found = [f for rule in RULES.values() for f in rule(facts) if f.at_stake_ns[1] > 0]
     order = {rule: i for i, rule in enumerate(RULES)}
     return sorted(found, key=lambda f: (-SEVERITIES.index(f.severity), -f.at_stake_ns[1],

@@ -32,6 +32,7 @@ from neurontrace.analyses.compare import extent
 from neurontrace.analyses.copies import copies
 from neurontrace.analyses.gaps import Gaps, gaps
 from neurontrace.analyses.ops import UNLINKED, device_ops, host_ops
+from neurontrace.analyses.report import Report
 from neurontrace.analyses.steps import steps
 
 Severity = Literal["info", "low", "medium", "high"]
@@ -93,6 +94,22 @@ class Facts:
     use and kept (``cached_property``), so two rules never compute one thing twice."""
 
     lf: pl.LazyFrame
+
+    @classmethod
+    def given(cls, lf: pl.LazyFrame, report: Report | None = None,
+              wall_ns: int | None = None) -> Facts:
+        """Facts of ``lf`` that take what a caller already computed instead of computing
+        it again: the analyses' results a :func:`.report.report` of ``lf`` holds
+        (``report.computed``: steps, gaps, copies, host and device ops) and ``wall_ns``
+        (:func:`.compare.extent`'s). What is not given is computed on first use."""
+        facts = cls(lf)
+        done = report.computed if report is not None else None
+        if done is not None:
+            facts.__dict__.update(steps=done.steps, gaps=done.gaps, copies=done.copies,
+                                  host_ops=done.host_ops, device_ops=done.device_ops)
+        if wall_ns is not None:
+            facts.__dict__["wall_ns"] = wall_ns
+        return facts
 
     @cached_property
     def steps(self) -> pl.DataFrame:

@@ -1,11 +1,13 @@
 """Findings between two runs: which appeared, which disappeared, which stayed (what
-``compare A B`` is to show next to its figures; not wired into it yet).
+``compare A B`` shows under its figures).
 
-A finding is the same in both runs when its rule and its ops (in order) are::
+A finding is the same in both runs when its rule and its ops (in order) are, except for
+the rules of :data:`OPS_ARE_EVIDENCE`, whose ops only say where to look (one such finding
+per run at most; it is the same finding whatever its ops)::
 
-    A (naive)      fusion [mul, mean, add, rsqrt, mul, mul]   dominant-op [mul]   launch-bound
-    B (rms_norm)                                                                  launch-bound
-    ->             disappeared                                 disappeared        kept
+    A (naive)     fusion [mul, mean, add, rsqrt, mul, mul]  dominant-op [mul]  launch-bound [mul]
+    B (rms_norm)                                                             launch-bound [rms]
+    ->            disappeared                               disappeared      kept
 """
 
 from __future__ import annotations
@@ -13,18 +15,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from neurontrace.analyses.advice import idle
 from neurontrace.analyses.advice.base import Finding
 
 APPEARED, DISAPPEARED, KEPT = "appeared", "disappeared", "kept"
+#: Rules whose ops are evidence (``launch-bound``: the ops around the longest gaps), not
+#: what the finding is about.
+OPS_ARE_EVIDENCE = frozenset({idle.RULE})
 
 
 def key(f: Finding) -> tuple[str, tuple[str, ...]]:
-    return f.rule, f.ops
+    """What makes two runs' findings the same: the rule and its ops (in order), the rule
+    alone for :data:`OPS_ARE_EVIDENCE`."""
+    return f.rule, () if f.rule in OPS_ARE_EVIDENCE else f.ops
 
 
 def changes(before: Sequence[Finding], after: Sequence[Finding]) -> list[dict[str, Any]]:
     """One row per finding of either run: ``rule, ops, change`` (``appeared``,
-    ``disappeared``, ``kept``), ``title`` (the later run's where it has it),
+    ``disappeared``, ``kept``), ``title`` and ``ops`` (the later run's where it has it),
     ``before`` and ``after`` (``{"low", "high"}`` ns per step, or None where absent) and
     ``severity`` (the later run's, else the earlier's); disappeared first, then
     appeared, then kept, each in the runs' order of findings."""
@@ -39,7 +47,7 @@ def changes(before: Sequence[Finding], after: Sequence[Finding]) -> list[dict[st
             shown = new or old
             assert shown is not None
             out.append({
-                "rule": k[0], "ops": list(k[1]), "change": change, "title": shown.title,
+                "rule": k[0], "ops": list(shown.ops), "change": change, "title": shown.title,
                 "severity": shown.severity,
                 "before": _stake(old), "after": _stake(new),
             })

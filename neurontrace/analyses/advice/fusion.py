@@ -45,6 +45,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -150,27 +151,36 @@ def chains(members: pl.DataFrame) -> list[_Chain]:
     by rank, lane and start): maximal runs of consecutive fusable ops on one lane in one
     step, of two or more, with idle time between them; grouped by op sequence."""
     found: dict[tuple[str, ...], _Chain] = {}
-    run: list[dict[str, object]] = []
+    # rows as tuples, in this order (a dict per row costs more than the rule's work)
+    row, rank, lane, start, end, dur, op, step = range(8)
+    run: list[tuple[Any, ...]] = []
+    ok: dict[str, bool] = {}  # fusable(op), once per name
 
     def close() -> None:
-        idle = sum(max(int(b["start"]) - int(a["end"]), 0)  # type: ignore[call-overload]
-                   for a, b in zip(run, run[1:], strict=False))
+        idle = sum(max(int(b[start]) - int(a[end]), 0) for a, b in zip(run, run[1:],
+                                                                          strict=False))
         if len(run) >= 2 and idle > 0:
-            ops = tuple(str(m["op"]) for m in run)
+            ops = tuple(str(m[op]) for m in run)
             c = found.setdefault(ops, _Chain(ops))
-            c.durs.append([int(m["dur"]) for m in run])  # type: ignore[call-overload]
+            c.durs.append([int(m[dur]) for m in run])
             c.idle.append(idle)
-            c.windows.add((int(run[0][S.RANK]), run[0]["step"]))  # type: ignore[call-overload, arg-type]
-            c.lanes.add(str(run[0]["lane"]))
+            c.windows.add((int(run[0][rank]), run[0][step]))
+            c.lanes.add(str(run[0][lane]))
             if not c.rows:
-                c.rows = [int(m[S.ROW]) for m in run]  # type: ignore[call-overload]
+                c.rows = [int(m[row]) for m in run]
         run.clear()
 
-    for m in members.iter_rows(named=True):
-        same = bool(run) and all(m[k] == run[-1][k] for k in (S.RANK, "lane", "step"))
-        if not (same and fusable(m["op"])):
+    for m in members.select(S.ROW, S.RANK, "lane", "start", "end", "dur", "op",
+                            "step").iter_rows():
+        name = m[op]
+        good = ok.get(name)
+        if good is None:
+            good = ok[name] = fusable(name)
+        same = bool(run) and m[rank] == run[-1][rank] and m[lane] == run[-1][lane] \
+            and m[step] == run[-1][step]
+        if not (same and good):
             close()
-        if fusable(m["op"]):
+        if good:
             run.append(m)
     close()
     return list(found.values())
