@@ -148,14 +148,15 @@ def wrapped(line: str, limit: int) -> list[str]:
     """``line`` in lines of at most ``limit`` visible characters, broken at spaces: the
     continuation lines indented past a leading label column (``high    fusion: ...``,
     where two or more spaces follow the first word) or two more than the line; a styled
-    line (a heading) keeps its style on each piece. Shorter lines are unchanged."""
+    line (a heading) keeps its style on each piece (a line styled in part is wrapped
+    plain). Shorter lines are unchanged."""
     if len(click.unstyle(line)) <= limit:
         return [line]
     m = _STYLE.match(line)
     assert m is not None  # the pattern matches any text
     pre, body, post = m.groups()
-    if "\x1b" in body:  # styled inside: leave it be
-        return [line]
+    if "\x1b" in body:  # styled inside: wrapped plain
+        pre, body, post = "", click.unstyle(line), ""
     label = _LABEL.match(body)
     lead = len(body) - len(body.lstrip())
     indent = len(label.group(1)) if label and len(label.group(1)) <= 16 else lead + 2
