@@ -7,16 +7,15 @@ from pathlib import Path
 import click
 
 from neurontrace import analyses as A
-from neurontrace.cli.options import events, json_option, path_argument, verbose_option
+from neurontrace.analyses.ranks import BREAKDOWN_COLUMNS
+from neurontrace.cli.options import analysis_options, events, machine_output, sorted_by
 from neurontrace.views import launches as V
 from neurontrace.views import terminal as T
 
 
 @click.command()
-@path_argument
-@json_option
-@verbose_option
-def ranks(path: Path, as_json: bool) -> None:
+@analysis_options(BREAKDOWN_COLUMNS)
+def ranks(path: Path, sort: str | None, as_json: bool, as_csv: bool) -> None:
     """The ranks of PATH (a dataset of several ranks, a run folder, or one trace):
     each rank's step times (ProfilerStep#N) and the slowest rank of each step; then
     per rank, its device time with all streams merged: compute, communication not
@@ -24,15 +23,20 @@ def ranks(path: Path, as_json: bool) -> None:
     its device work; collective time and the share of it overlapped by compute (HTA's
     comm/compute overlap). Communication is device work launched by a collective
     (record_param_comms, c10d::*, nccl:*) or an NCCL kernel (nccl*).
-    --json prints {steps, slowest, ranks, breakdown}.
+    --json prints {steps, slowest, ranks, breakdown}; --csv and --sort: the per-rank
+    device time (breakdown).
     """
     lf = events(path)
+    breakdown = sorted_by(A.breakdown(lf), sort)
+    if as_csv:  # refuses --json too
+        machine_output(breakdown, 0, as_json, as_csv)
+        return
     times = A.step_times(lf)
     tables = {
         "steps": times,
         "slowest": A.slowest(times),
         "ranks": A.per_rank(times),
-        "breakdown": A.breakdown(lf),
+        "breakdown": breakdown,
     }
     if as_json:
         T.emit_json(V.as_json(tables, 0))

@@ -263,3 +263,32 @@ def test_the_neuron_capture_pairs_each_execution_with_its_nrt_execute() -> None:
         ("nrt_execute", "aten::mul", "flow"), ("nrt_execute", "aten::add", "flow")]
     assert (got.get_column("launch_delay_ns")
             == got.get_column("device_start_ns") - got.get_column("call_start_ns")).all()
+
+
+def test_launches_sort_orders_the_summaries_and_csv_prints_the_kernel_table() -> None:
+    path = str(FIXTURES / "capture" / "cuda" / "naive" / "trace.json.gz")
+    doc = cli_json(path, "--sort", "p95_delay")
+    p95s = [r["p95_delay_ns"] for r in doc["kernels"]]
+    assert p95s == sorted(p95s, reverse=True)
+    done = CliRunner().invoke(cli, ["launches", path, "--csv"])
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert lines[0].split(",") == [
+        "key", "launches", "call_ns", "device_ns", "mean_delay_ns", "median_delay_ns",
+        "p95_delay_ns", "max_delay_ns", "short", "outliers"]
+    assert len(lines) == 1 + len(cli_json(path)["kernels"])
+
+
+def test_launches_step_filter_keeps_the_launches_of_that_step() -> None:
+    path = str(FIXTURES / "capture" / "cuda" / "naive" / "trace.json.gz")
+    every = sum(r["launches"] for r in cli_json(path)["kernels"])
+    one = sum(r["launches"] for r in cli_json(path, "--step", "2")["kernels"])
+    steps = {r[S.STEP] for r in A.launches(A.events(path)).to_dicts()}
+    assert len(steps) > 1 and 0 < one < every
+
+
+def test_launches_fit_80_columns() -> None:
+    path = str(FIXTURES / "capture" / "cuda" / "naive" / "trace.json.gz")
+    done = CliRunner().invoke(cli, ["launches", path], env={"COLUMNS": "80"})
+    assert done.exit_code == 0, done.output
+    assert max(map(len, done.stdout.splitlines())) <= 80

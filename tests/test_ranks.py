@@ -218,3 +218,22 @@ def test_ranks_of_a_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, ["ranks", str(tmp_path / "nope.json")])
     assert done.exit_code == 2
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_ranks_rank_filter_keeps_one_rank_and_csv_prints_the_breakdown() -> None:
+    run = str(FIXTURES / "neuron" / "run_two_ranks")
+    doc = cli_json(run, "--rank", "1")
+    assert [r["rank"] for r in doc["breakdown"]] == [1]
+    assert {r["rank"] for r in doc["steps"]} == {1}
+    done = CliRunner().invoke(cli, ["ranks", run, "--csv"])
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert lines[0].split(",") == list(A.breakdown(A.events(run)).columns)
+    assert len(lines) == 3
+
+
+def test_ranks_fit_80_columns() -> None:
+    done = CliRunner().invoke(cli, ["ranks", str(FIXTURES / "neuron" / "run_two_ranks")],
+                              env={"COLUMNS": "80"})
+    assert done.exit_code == 0, done.output
+    assert max(map(len, done.stdout.splitlines())) <= 80

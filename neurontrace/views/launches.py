@@ -12,10 +12,10 @@ from neurontrace.views.terminal import Col, count, duration, heading, percent, t
 
 _DELAYS = (
     Col("launches", "launches", count),
-    Col("mean_delay_ns", "delay mean", duration),
-    Col("median_delay_ns", "median", duration),
+    Col("mean_delay_ns", "delay mean", duration, detail=True),
+    Col("median_delay_ns", "median", duration, detail=True),
     Col("p95_delay_ns", "p95", duration),
-    Col("max_delay_ns", "max", duration),
+    Col("max_delay_ns", "max", duration, detail=True),
     Col("short", "short", count),
     Col("outliers", "outliers", count),
 )
