@@ -398,6 +398,27 @@ def test_the_refusal_and_the_note_the_merging_section_quotes(work: Path) -> None
     assert " ".join(said.group(1).split()) + ":" in done.stderr
 
 
+def test_the_filters_section_lists_every_analysis_options_and_its_figures() -> None:
+    """Issue 18: the options the "Filters and output" section lists are those of every
+    analysis command's help (advise: the filters), and the figures its prose quotes
+    (the first step's start from the trace's start, its wall time) are the commands'."""
+    from neurontrace import analyses
+
+    text = README.read_text()
+    section = text[text.index("### Filters and output"):text.index("### Several traces")]
+    listed = re.findall(r"^\| `(--[a-z]+)", section, re.M)
+    assert listed == ["--step", "--rank", "--window", "--sort", "--csv"]
+    for command in ("ops", "kernels", "gaps", "copies", "steps", "advise"):
+        shown = CliRunner().invoke(cli, [command, "--help"]).output
+        wanted = listed[:3] if command == "advise" else listed
+        assert all(option in shown for option in wanted), command
+    naive = str(ROOT / CUDA / "naive/trace.json.gz")
+    first = analyses.events(naive).select(pl.col("start_ns").min()).collect().item()
+    step = cli_json("steps", naive)[0]
+    assert f"(at {(step['start_ns'] - first) / 1000:.1f} µs)" in section
+    assert f"kept whole ({step['wall_ns'] / 1000:.1f} µs)" in section
+
+
 def test_each_block_not_run_says_why_and_nothing_else_is_skipped() -> None:
     text = README.read_text()
     markers = [m.group(1) for line in text.splitlines() if (m := NOT_RUN.match(line))]
