@@ -10,7 +10,14 @@ import click
 from neurontrace import analyses
 from neurontrace.analyses import ALL, advice
 from neurontrace.analyses.advice.diff import changes
-from neurontrace.cli.options import events, json_option, rows_shown, top_option, verbose_option
+from neurontrace.cli.options import (
+    events,
+    filter_options,
+    json_option,
+    rows_shown,
+    top_option,
+    verbose_option,
+)
 from neurontrace.convert import unique
 from neurontrace.readers.inputs import stem
 from neurontrace.views import findings as F
@@ -19,6 +26,7 @@ from neurontrace.views import terminal as T
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@filter_options
 @top_option(5)
 @json_option
 @verbose_option

@@ -408,9 +408,10 @@ def test_the_filters_section_lists_every_analysis_options_and_its_figures() -> N
     section = text[text.index("### Filters and output"):text.index("### Several traces")]
     listed = re.findall(r"^\| `(--[a-z]+)", section, re.M)
     assert listed == ["--step", "--rank", "--window", "--sort", "--csv"]
-    for command in ("ops", "kernels", "gaps", "copies", "steps", "advise"):
+    for command in ("ops", "kernels", "gaps", "copies", "steps", "launches", "ranks",
+                    "advise", "compare"):
         shown = CliRunner().invoke(cli, [command, "--help"]).output
-        wanted = listed[:3] if command == "advise" else listed
+        wanted = listed[:3] if command in ("advise", "compare") else listed
         assert all(option in shown for option in wanted), command
     naive = str(ROOT / CUDA / "naive/trace.json.gz")
     first = analyses.events(naive).select(pl.col("start_ns").min()).collect().item()
