@@ -157,9 +157,12 @@ def chains(members: pl.DataFrame) -> list[_Chain]:
     ok: dict[str, bool] = {}  # fusable(op), once per name
 
     def close() -> None:
+        if len(run) < 2:  # most calls: nothing or one op, no chain
+            run.clear()
+            return
         idle = sum(max(int(b[start]) - int(a[end]), 0) for a, b in zip(run, run[1:],
                                                                           strict=False))
-        if len(run) >= 2 and idle > 0:
+        if idle > 0:
             ops = tuple(str(m[op]) for m in run)
             c = found.setdefault(ops, _Chain(ops))
             c.durs.append([int(m[dur]) for m in run])
