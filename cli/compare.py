@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
+import polars as pl
 
 from neurontrace import analyses
 from neurontrace.analyses import ALL, advice
@@ -57,7 +59,7 @@ def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
         T.show(F.changes(found, list(runs)))
 
 
-def findings_between(lfs: dict[str, Any], runs: dict[str, analyses.Measured]
+def findings_between(lfs: Mapping[str, pl.LazyFrame], runs: Mapping[str, analyses.Measured]
                      ) -> list[dict[str, Any]]:
     """Each run's findings (:func:`.advice.advise`, given the report and wall time
     :func:`.compare.measure` computed: nothing twice) against the first run's, as
