@@ -58,14 +58,16 @@ def block(r: Mapping[str, Any]) -> list[str]:
 
 def part(records: Sequence[Mapping[str, Any]], total: int) -> list[str]:
     """The "Findings" part of ``neurontrace report``: ``records`` (the most severe, in
-    order) of ``total`` found, each as ``advise`` shows it (:func:`block`)."""
+    order) of ``total`` found, each in two of the lines ``advise`` shows (:func:`block`):
+    its title and its time at stake (the report is one screen; ``advise`` adds the ops,
+    and what to try)."""
     if not total:
         return [heading("Findings"), "  none: no rule finds time at stake in this trace"]
-    shown = (f"{total}" if len(records) == total
-             else f"{len(records)} of {total}, neurontrace advise lists all")
-    out = [heading(f"Findings ({shown}, most severe first)")]
+    shown = f"{total}" if len(records) == total else f"{len(records)} of {total}"
+    out = [heading(f"Findings ({shown}, most severe first; neurontrace advise: the ops and "
+                   "what to try)")]
     for r in records:
-        out.extend("  " + line for line in block(r))
+        out.extend("  " + line for line in block(r)[:2])
     return out
 
 
