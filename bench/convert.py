@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,6 +44,7 @@ HTA = (
     "d = tempfile.mkdtemp(); shutil.copy(sys.argv[1], os.path.join(d, 'rank-0.json'))\n"
     "a = TraceAnalysis(trace_dir=d)\n"
     "print(len(a.t.get_trace(0)))\n"
+    "shutil.rmtree(d)\n"
 )
 
 
@@ -170,47 +172,51 @@ def main() -> None:
     trace = a.trace.resolve()
     size = trace.stat().st_size
     out_dir = Path(tempfile.mkdtemp(prefix="nt-bench-"))
-    out = out_dir / "trace.parquet"
-    nt = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force", str(trace),
-          str(out)]
-    methods: dict[str, list[str]] = {"orjson.loads": [sys.executable, "-c", ORJSON, str(trace)]}
-    if not a.only_code:
-        methods["neurontrace convert"] = nt
-    where: dict[str, Path] = {}
-    for given in a.code:
-        name, _, checkout = given.partition("=")
-        # run from the checkout (first on sys.path), with its own cli
-        root = Path(checkout).resolve()
-        methods[f"convert ({name})"] = [sys.executable, "-c", CHECKOUT_CLI, str(root),
-                                        *nt[3:]]
-        where[f"convert ({name})"] = root
-    if has_hta():
-        methods["HolisticTraceAnalysis load"] = [sys.executable, "-c", HTA, str(trace)]
-    results: dict[str, list[tuple[float, float, float, int]]] = {m: [] for m in methods}
-    order = ([m for m in methods for _ in range(a.runs)] if a.grouped
-             else [m for _ in range(a.runs) for m in methods])
-    for m in order:
-        if a.prefault:
-            prefault(a.prefault)
-        env = {"PYTHONPATH": str(where[m])} if m in where else None
-        results[m].append(measure(methods[m], env, where.get(m)))
-    med = {m: tuple(statistics.median(r[i] for r in rs) for i in range(4))
-           for m, rs in results.items()}
-    how = "grouped by method" if a.grouped else "interleaved"
-    print(f"trace: {trace} ({size / 1e6:.0f} MB), median of {a.runs} runs ({how}), "
-          f"fresh process each{f', {a.prefault:g} GiB touched before each' if a.prefault else ''}")
-    print(f"{'method':<30}{'wall s':>9}{'peak RSS MiB':>15}{'CPU s':>8}{'minor faults':>14}")
-    for m, (w, k, c, f) in med.items():
-        print(f"{m:<30}{w:>9.2f}{k:>15.0f}{c:>8.2f}{f:>14,.0f}")
-    print()
-    ours = [m for m in methods if m == "neurontrace convert" or m.startswith("convert (")]
-    for mine in ours:
-        for m, (w, *_) in med.items():
-            if m not in ours:
-                print(f"{mine} / {m}: {med[mine][0] / w:.2f}x the wall time")
-    print(f"Parquet size / JSON size: {out.stat().st_size / size:.3f} "
-          f"({out.stat().st_size / 1e6:.1f} MB)")
+    try:
+        out = out_dir / "trace.parquet"
+        nt = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force", str(trace),
+              str(out)]
+        methods: dict[str, list[str]] = {"orjson.loads": [sys.executable, "-c", ORJSON, str(trace)]}
+        if not a.only_code:
+            methods["neurontrace convert"] = nt
+        where: dict[str, Path] = {}
+        for given in a.code:
+            name, _, checkout = given.partition("=")
+            # run from the checkout (first on sys.path), with its own cli
+            root = Path(checkout).resolve()
+            methods[f"convert ({name})"] = [sys.executable, "-c", CHECKOUT_CLI, str(root),
+                                            *nt[3:]]
+            where[f"convert ({name})"] = root
+        if has_hta():
+            methods["HolisticTraceAnalysis load"] = [sys.executable, "-c", HTA, str(trace)]
+        results: dict[str, list[tuple[float, float, float, int]]] = {m: [] for m in methods}
+        order = ([m for m in methods for _ in range(a.runs)] if a.grouped
+                 else [m for _ in range(a.runs) for m in methods])
+        for m in order:
+            if a.prefault:
+                prefault(a.prefault)
+            env = {"PYTHONPATH": str(where[m])} if m in where else None
+            results[m].append(measure(methods[m], env, where.get(m)))
+        med = {m: tuple(statistics.median(r[i] for r in rs) for i in range(4))
+               for m, rs in results.items()}
+        how = "grouped by method" if a.grouped else "interleaved"
+        touched = f", {a.prefault:g} GiB touched before each" if a.prefault else ""
+        print(f"trace: {trace} ({size / 1e6:.0f} MB), median of {a.runs} runs ({how}), "
+              f"fresh process each{touched}")
+        print(f"{'method':<30}{'wall s':>9}{'peak RSS MiB':>15}{'CPU s':>8}{'minor faults':>14}")
+        for m, (w, k, c, f) in med.items():
+            print(f"{m:<30}{w:>9.2f}{k:>15.0f}{c:>8.2f}{f:>14,.0f}")
+        print()
+        ours = [m for m in methods if m == "neurontrace convert" or m.startswith("convert (")]
+        for mine in ours:
+            for m, (w, *_) in med.items():
+                if m not in ours:
+                    print(f"{mine} / {m}: {med[mine][0] / w:.2f}x the wall time")
+        print(f"Parquet size / JSON size: {out.stat().st_size / size:.3f} "
+              f"({out.stat().st_size / 1e6:.1f} MB)")
 
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)  # the benchmark leaves no file behind
 
 if __name__ == "__main__":
     main()

@@ -15,6 +15,7 @@ bench/convert.py), interpreter and imports included.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,22 +55,25 @@ def main() -> None:
     if not a.no_cuda:
         runs += [_trace("cuda", gb, False) for gb in a.sizes]
     out = Path(tempfile.mkdtemp(prefix="nt-mem-"))
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow.parquet as pq
 
-    print(f"{'input':<28}{'size GB':>9}{'rows':>12}{'wall s':>9}{'peak RSS MiB':>14}"
-          f"{'B/row':>7}")
-    worst = 0
-    for src in runs:
-        dst = out / f"{src.name}.parquet"
-        cmd = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force",
-               str(src), str(dst)]
-        wall, rss_mib = measure(cmd)
-        rss = int(rss_mib * (1 << 20))
-        rows = pq.read_metadata(dst).num_rows
-        worst = max(worst, rss)
-        print(f"{src.name:<28}{src.stat().st_size / 1e9:>9.2f}{rows:>12,}{wall:>9.1f}"
-              f"{rss / (1 << 20):>14.0f}{rss / rows:>7.0f}")
-        dst.unlink()
+        print(f"{'input':<28}{'size GB':>9}{'rows':>12}{'wall s':>9}{'peak RSS MiB':>14}"
+              f"{'B/row':>7}")
+        worst = 0
+        for src in runs:
+            dst = out / f"{src.name}.parquet"
+            cmd = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force",
+                   str(src), str(dst)]
+            wall, rss_mib = measure(cmd)
+            rss = int(rss_mib * (1 << 20))
+            rows = pq.read_metadata(dst).num_rows
+            worst = max(worst, rss)
+            print(f"{src.name:<28}{src.stat().st_size / 1e9:>9.2f}{rows:>12,}{wall:>9.1f}"
+                  f"{rss / (1 << 20):>14.0f}{rss / rows:>7.0f}")
+            dst.unlink()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)  # nothing left behind, even on Ctrl-C
     verdict = "under" if worst < GIB else "OVER"
     print(f"peak RSS {worst / (1 << 20):.0f} MiB: {verdict} the 1 GiB bound")
 
