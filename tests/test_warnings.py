@@ -124,6 +124,18 @@ def test_runtime_calls_outside_any_op_are_not_unlinked_but_device_work_is(
     assert warnings(path) == {"unlinked": 1}  # the kernel; not the runtime call
 
 
+def test_device_rows_no_launch_started_are_not_unlinked(tmp_path: Path) -> None:
+    # Issue 16 item 6: cupti_profiler's 77 CUPTI ranges were 77 'unlinked' rows; a
+    # profiler range on the device is not work a launch started.
+    path = trace(tmp_path, [
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "range", "ts": 1, "dur": 9,
+         "pid": 0, "tid": 7, "args": {"device": 0}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": 1, "pid": 0, "tid": 7,
+         "args": {"correlation": 99}},
+    ])
+    assert warnings(path) == {"unlinked": 1}  # the kernel only
+
+
 # -- several traces: the ranks of one run are merged and said; others are refused ------
 
 @pytest.mark.parametrize("study", ["cpu", "cuda"])

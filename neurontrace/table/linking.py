@@ -41,7 +41,10 @@ from neurontrace.diagnostics import Diagnostics
 #: framework span enclosing the row on its track, ``_nest_ext`` that span's External id;
 #: ``model_id`` may be left out (read as null: a trace without models).
 COLUMNS = (S.ROW, S.LAYER, S.START_NS, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS,
-           S.DEVICE_COL, S.EXECUTION, S.MODEL_ID, "_nest_row", "_nest_ext")
+           S.DEVICE_COL, S.EXECUTION, S.MODEL_ID, S.ROLE, "_nest_row", "_nest_ext")
+#: Device rows that are not work a launch started (a CUPTI profiler range, a device-side
+#: annotation): without a framework op they are not ``unlinked``.
+NOT_LAUNCHED = (S.ANNOTATION, S.OTHER)
 #: Hops followed along flow arrows (framework dispatch -> runtime -> hardware is two).
 FLOW_HOPS = 4
 
@@ -92,9 +95,13 @@ class Linker:
                 .alias(S.LINK),
             )
             # Runtime calls outside any op are normal (the profiler's own synchronise
-            # at stop, background threads polling events): only device rows count.
-            unlinked += out.filter((pl.col(S.LAYER) == S.DEVICE)
-                                   & pl.col(S.FRAMEWORK_ROW).is_null()).height
+            # at stop, background threads polling events), and so are device rows that
+            # no launch started: only device work counts.
+            work = pl.col(S.LAYER) == S.DEVICE
+            if S.ROLE in c.columns:
+                work &= ~pl.col(S.ROLE).cast(pl.String).is_in(NOT_LAUNCHED).fill_null(False)
+            unlinked += c.with_columns(out.get_column(S.FRAMEWORK_ROW)).filter(
+                work & pl.col(S.FRAMEWORK_ROW).is_null()).height
             yield out
         if unlinked:
             self.diag.warn(

@@ -44,8 +44,11 @@ NARROW = (
     # The execution/time link fallbacks need a row's NeuronCore and execution; flow links
     # stay within a model (only where a reader gives model_id: Neuron).
     S.DEVICE_COL, S.EXECUTION, S.MODEL_ID,
+    # What a row is: device rows that are not work (profiler ranges) need no launch.
+    S.ROLE,
 )
-CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, S.PID_LABEL, S.TID_LABEL, S.TRACK, S.EXECUTION)
+CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, S.PID_LABEL, S.TID_LABEL, S.TRACK, S.EXECUTION,
+               S.ROLE)
 #: Narrow columns every reader may leave out, and their types once filled with nulls.
 _OPTIONAL = (
     (S.LAYER, pl.Categorical), (S.CATEGORY, pl.Categorical), (S.KIND, pl.Categorical),

@@ -193,6 +193,8 @@ class _Sweep:
                     cols.append(S.FLOW_IDS)
                 if S.MODEL_ID in f.columns:  # for the flow links (Neuron readers only)
                     cols.append(S.MODEL_ID)
+                if S.ROLE in f.columns:  # which device rows are work (the unlinked count)
+                    cols.append(pl.col(S.ROLE).cast(text))
                 f = f.select(cols)
                 if len(self.bounds) == 0:  # one bucket
                     self.buckets.write(0, f)
