@@ -11,10 +11,15 @@ import polars as pl
 from neurontrace import analyses
 from neurontrace.analyses import advice
 from neurontrace.cli.compare import labels
-from neurontrace.cli.options import json_option, rows_shown, top_option, verbose_option
-from neurontrace.diagnostics import Diagnostics
+from neurontrace.cli.options import (
+    events,
+    filter_options,
+    json_option,
+    rows_shown,
+    top_option,
+    verbose_option,
+)
 from neurontrace.io import atomic
-from neurontrace.loading import cache_folder
 from neurontrace.views import findings as F
 from neurontrace.views import html
 from neurontrace.views import terminal as T
@@ -23,6 +28,7 @@ from neurontrace.views.results import ALL, Run, cut
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@filter_options
 @top_option(5)
 @click.option("--html", "html_out", type=click.Path(path_type=Path, dir_okay=False),
               default=None, help="Also write one self-contained HTML page (timeline, op "
@@ -31,25 +37,22 @@ from neurontrace.views.results import ALL, Run, cut
               show_default=True, help="Timeline events the HTML page embeds per run.")
 @json_option
 @verbose_option
-@click.pass_context
-def report(ctx: click.Context, paths: tuple[Path, ...], top: int, html_out: Path | None,
-           max_events: int, as_json: bool) -> None:
+def report(paths: tuple[Path, ...], top: int, html_out: Path | None, max_events: int,
+           as_json: bool) -> None:
     """Op share, device idle time, copies and findings in PATHS, in plain words.
 
     e.g. "aten::mul: 85.2% of device time, 3 launches per step". The findings are those
     of neurontrace advise (the --top most severe), from the same computed results.
     --json prints the tables behind the words, with "findings" as advise --json gives
     them (a list with several PATHS). --html OUT.html writes the same as a page that
-    needs no network.
+    needs no network. --step, --rank and --window narrow each run alike before anything
+    is computed (a step or rank a run lacks is refused, naming it).
     """
     if html_out is not None:  # before anything is read: never over an input
         atomic.refuse_overlap(paths, html_out)
         atomic.check_output(html_out)
-    diag = Diagnostics()
-    events = {label: analyses.events(p, diag=diag, cache=cache_folder())  # raw: cached
-              for label, p in zip(labels(paths), paths, strict=True)}
-    T.warnings(diag, (ctx.obj or {}).get("verbose", 0))
-    runs = analyse(events)
+    runs = analyse({label: events(p)  # raw: cached; narrowed by the filters
+                    for label, p in zip(labels(paths), paths, strict=True)})
     if html_out is not None:
         page_top = max(top, 10) if top else ALL
         comparison = compared(runs, page_top) if len(runs) > 1 else None

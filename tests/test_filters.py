@@ -277,6 +277,34 @@ def test_ranks_of_a_run_add_up_to_the_whole(tmp_path: Path) -> None:
     assert sum(k["calls"] for k in one) < sum(c for c, _ in whole.values())
 
 
+def test_report_with_a_step_gives_the_figures_of_ops_and_gaps_with_that_step() -> None:
+    doc = ok_json("report", NAIVE, "--step", 2)
+    whole = ok_json("report", NAIVE)
+    assert doc["steps"] == 1 < whole["steps"]
+    assert doc["host_ops"] == ok_json("ops", NAIVE, "--step", 2) != whole["host_ops"]
+    assert doc["device_ops"] == ok_json("ops", NAIVE, "--layer", "device", "--step", 2)
+    gaps = ok_json("gaps", NAIVE, "--step", 2)
+    assert doc["devices"] == gaps["devices"] != whole["devices"]
+    assert doc["tracks"] == gaps["tracks"]
+    assert doc["largest_gaps"][0]["dur_ns"] == max(g["dur_ns"] for g in gaps["device_gaps"])
+    assert [(f["rule"], f["at_stake_ns"]) for f in doc["findings"]] == [
+        (f["rule"], f["at_stake_ns"]) for f in ok_json("advise", NAIVE, "--step", 2)]
+
+
+def test_report_of_a_rank_and_a_window_narrows_like_the_other_analyses() -> None:
+    one = ok_json("report", TWO_RANKS, "--rank", 1)
+    assert one["device_ops"] == ok_json("ops", TWO_RANKS, "--layer", "device", "--rank", 1)
+    assert {d["rank"] for d in one["devices"]} == {1}
+    window = ("--window", "200us:400us")
+    assert ok_json("report", NAIVE, *window)["host_ops"] == ok_json("ops", NAIVE, *window)
+
+
+def test_report_of_a_step_a_run_lacks_is_refused_in_one_line() -> None:
+    assert refused("report", NAIVE, "--step", "2,9").endswith("no step 9 (steps: 1-5)")
+    line = refused("report", NAIVE, TWO_RANKS, "--rank", "1")
+    assert line.startswith(f"neurontrace: error: {NAIVE}: no rank 1"), line
+
+
 # -- --sort and --csv --------------------------------------------------------------------
 
 

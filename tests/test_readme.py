@@ -409,9 +409,9 @@ def test_the_filters_section_lists_every_analysis_options_and_its_figures() -> N
     listed = re.findall(r"^\| `(--[a-z]+)", section, re.M)
     assert listed == ["--step", "--rank", "--window", "--sort", "--csv"]
     for command in ("ops", "kernels", "gaps", "copies", "steps", "launches", "ranks",
-                    "advise", "compare"):
+                    "advise", "compare", "report"):
         shown = CliRunner().invoke(cli, [command, "--help"]).output
-        wanted = listed[:3] if command in ("advise", "compare") else listed
+        wanted = listed[:3] if command in ("advise", "compare", "report") else listed
         assert all(option in shown for option in wanted), command
     naive = str(ROOT / CUDA / "naive/trace.json.gz")
     first = analyses.events(naive).select(pl.col("start_ns").min()).collect().item()
