@@ -60,8 +60,10 @@ COMPUTE = "compute"
 TRANSFER = "transfer"
 SYNC = "sync"
 WAIT = "wait"
+LOAD = "load"
 OTHER = "other"
-ROLES = (OPERATOR, ANNOTATION, PYTHON, RUNTIME_CALL, COMPUTE, TRANSFER, SYNC, WAIT, OTHER)
+ROLES = (OPERATOR, ANNOTATION, PYTHON, RUNTIME_CALL, COMPUTE, TRANSFER, SYNC, WAIT, LOAD,
+         OTHER)
 
 # Transfer directions
 H2D = "h2d"
@@ -145,7 +147,9 @@ COLUMNS: tuple[Column, ...] = (
            "that copies, e.g. `cudaMemcpyAsync`, `nrt_tensor_write`), `sync` (host calls "
            "that synchronise with the device: "
            "`cudaStreamSynchronize`, `cudaStreamWaitEvent`, `kbl_exec_wait`, ...), `wait` "
-           "(device-side waits: a stream waiting on an event, a collective's barrier) or "
+           "(device-side waits: a stream waiting on an event, a collective's barrier), "
+           "`load` (host calls that load a compiled model or graph onto the device: "
+           "`nrt_load`, `nrt_load_collectives`) or "
            "`other` (counters, memory instants, markers, profiler ranges, summaries)."),
     Column(DIRECTION, _STR, True, "`h2d`, `d2h`, `d2d` or `p2p` for a transfer, and for "
            "the runtime call that requests one, where the trace says (a name such as "

@@ -451,6 +451,30 @@ def test_a_compile_and_a_recompile_inside_the_steps_are_found(tmp_path: Path) ->
         assert f.evidence["per_step"][str(step)] > walls[step] / 2
 
 
+def test_neff_loads_inside_the_steps_are_found_and_the_warm_up_load_is_not() -> None:
+    """The synthetic Neuron run: an ``nrt_load`` before the steps (300 us), one in step
+    2 (800 us) and an ``nrt_load_collectives`` in step 3 (200 us), over 3 steps."""
+    path = FIXTURES / "neuron" / "run_load_in_step"
+    (f,) = by_rule(path, "compile-in-steps")
+    assert f.evidence["steps"] == [2, 3]
+    assert f.evidence["per_step"] == {"2": 800_000, "3": 200_000}
+    assert f.evidence["loads"] == [
+        {"name": "nrt_load", "step": 2, "dur_ns": 800_000},
+        {"name": "nrt_load_collectives", "step": 3, "dur_ns": 200_000}]
+    assert f.at_stake_ns == (1_000_000 // 3,) * 2
+    assert f.evidence["compile_ids"] == [] and f.scope == "host"
+    assert f.title.startswith("2 model/graph load(s) ran inside profiled steps (steps 2, 3)")
+    assert "warm-up" in f.hint and "torch._dynamo" not in f.hint
+
+
+def test_a_load_outside_the_steps_is_not_a_finding() -> None:
+    """explorer_rmsnorm_vnc_0 has an nrt_load but no steps; run_two_ranks has steps and
+    no load."""
+    assert A.events(NEURON).filter(pl.col("role") == "load").collect().height == 1
+    assert by_rule(NEURON, "compile-in-steps") == []
+    assert by_rule(FIXTURES / "neuron" / "run_two_ranks", "compile-in-steps") == []
+
+
 @pytest.mark.parametrize("path", [trace(CUDA, "compiled"), trace(CPU, "compiled")],
                          ids=["cuda", "cpu"])
 def test_a_compiled_run_warmed_up_before_profiling_compiles_nothing_in_its_steps(

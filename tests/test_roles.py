@@ -148,7 +148,8 @@ def test_a_device_transfer_is_recognised_by_its_args_direction_not_its_name(
 
 NEURON_ROLES = {
     "aten::add": ("operator", None), "aten::mul": ("operator", None),
-    "nrt_execute": ("runtime", None), "nrt_load": ("runtime", None),
+    "nrt_execute": ("runtime", None), "nrt_load": ("load", None),
+    "nrt_load_collectives": ("load", None),
     "kbl_exec_wait": ("sync", None), "nrt_tensor_write": ("transfer", "h2d"),
     "nc_exec_running": ("compute", None), "timestamp_sync_point": ("other", None),
     "hw_notify": ("other", None),
@@ -162,6 +163,7 @@ NEURON_TABLE_ROLES = {"Instruction": "compute", "DmaPacket": "transfer", "Active
     FIXTURES / "neuron" / "system_profile_string_ids.json",
     FIXTURES / "neuron" / "device_profile_ns.json",
     FIXTURES / "neuron" / "run_two_ranks",
+    FIXTURES / "neuron" / "run_load_in_step",
 ], ids=lambda p: p.name)
 def test_neuron_reader_rows_are_classified_by_the_runtime_vocabulary(path: Path) -> None:
     df = analyses.events(path).collect()
@@ -173,6 +175,38 @@ def test_neuron_reader_rows_are_classified_by_the_runtime_vocabulary(path: Path)
             assert row["role"] == "annotation"
         else:
             assert (row["role"], row["direction"]) == NEURON_ROLES[row["name"]], row
+
+
+@pytest.mark.parametrize("path", [FIXTURES / "neuron" / "explorer_rmsnorm_vnc_0",
+                                  FIXTURES / "neuron" / "run_load_in_step"],
+                         ids=lambda p: p.name)
+def test_a_neff_load_marked_load_changes_no_analysis_figure(path: Path) -> None:
+    """Role ``load`` (``nrt_load``, ``nrt_load_collectives``) is read by compile-in-steps
+    only: every analysis gives the same figures as with those rows' former role,
+    ``runtime``."""
+    from neurontrace.analyses import ALL, advice
+    from neurontrace.views import terminal as T
+
+    now = analyses.events(path).collect()
+    assert now.filter(pl.col("role") == "load").height
+    before = now.with_columns(role=pl.when(pl.col("role") == "load").then(pl.lit("runtime"))
+                              .otherwise(pl.col("role"))).lazy()
+
+    def figures(lf: pl.LazyFrame) -> dict[str, object]:
+        return {
+            "ops": T.records(analyses.ops(lf)),
+            "device ops": T.records(analyses.ops(lf, layer="device")),
+            "kernels": T.records(analyses.kernels(lf)),
+            "gaps": T.gaps_json(analyses.gaps(lf)),
+            "copies": T.records(analyses.copies(lf)),
+            "steps": T.records(analyses.steps(lf)),
+            "launches": T.records(analyses.launches(lf)),
+            "ranks": T.records(analyses.breakdown(lf)),
+            "report": T.report_json(analyses.report(lf, top=ALL)),
+            "findings": [f.record() for f in advice.advise(lf)
+                         if f.rule != "compile-in-steps"],
+        }
+    assert figures(now.lazy()) == figures(before)
 
 
 def test_explorer_framework_rows_are_operators_for_the_analyses() -> None:
@@ -204,23 +238,33 @@ _BACKEND = re.compile(r"(?i)cuda|hip[A-Z_]|\bnrt_|nc_exec|memcpy|cpu_op|kernel|m
 
 def _code_strings(path: Path) -> list[str]:
     """String literals of a module that are not docstrings, nor torch's own host
-    runtime rule (``TORCH_RUNTIME_CATEGORIES``, which the analysis may keep)."""
+    runtime rule (``TORCH_RUNTIME_CATEGORIES``, which the analysis may keep), nor its
+    ``__all__``, nor words to the user (a hint's "one kernel", "a CUDA graph": text with
+    spaces, never a name matched)."""
     tree = ast.parse(path.read_text())
     docs = {id(n.body[0].value) for n in ast.walk(tree)
             if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
             and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
     allowed = {id(c) for n in ast.walk(tree)
                if isinstance(n, ast.Assign) and any(
-                   isinstance(t, ast.Name) and t.id == "TORCH_RUNTIME_CATEGORIES"
+                   isinstance(t, ast.Name) and t.id in ("TORCH_RUNTIME_CATEGORIES", "__all__")
                    for t in n.targets)
                for c in ast.walk(n.value)}
     return [n.value for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            and id(n) not in docs and id(n) not in allowed]
+            and id(n) not in docs and id(n) not in allowed and " " not in n.value]
 
 
-@pytest.mark.parametrize("module", sorted((ROOT / "neurontrace" / "analysis").glob("*.py")),
-                         ids=lambda p: p.name)
+ANALYSES = sorted((ROOT / "neurontrace" / "analyses").rglob("*.py"))
+
+
+@pytest.mark.parametrize("module", ANALYSES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_analysis_matches_a_backend_name(module: Path) -> None:
     found = [s for s in _code_strings(module) if _BACKEND.search(s)]
     assert found == []
+
+
+def test_the_backend_name_check_reads_every_analysis_and_finds_a_name() -> None:
+    assert {p.name for p in ANALYSES} >= {"ops.py", "compilation.py", "vocab.py"}
+    assert [s for s in ["nrt_load", "one kernel"] if _BACKEND.search(s) and " " not in s] \
+        == ["nrt_load"]

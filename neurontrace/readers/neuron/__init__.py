@@ -50,6 +50,9 @@ MARKER_EVENTS = ("timestamp_sync_point", "hw_notify", "numerical_err", "nrt_mode
 #: ``dma``), and ones that only summarise busy time (``ActiveTime``).
 TRANSFER_TABLES = ("DmaPacket", "dma")
 SUMMARY_TABLES = ("ActiveTime",)
+#: Runtime calls that load a compiled model (a NEFF) onto NeuronCores: the Neuron
+#: runtime API's ``nrt_load`` and ``nrt_load_collectives`` (``nrt.h``).
+LOAD_CALLS = ("nrt_load", "nrt_load_collectives")
 #: Runtime calls where the host blocks on the device.
 SYNC_CALLS = r"(?i)^kbl_exec_wait$|^nrt_.*(sync|wait)"
 #: Runtime events that move a tensor between host and device.
@@ -91,7 +94,8 @@ FLOW_PREFIX = "neuron:"
 def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr) -> pl.Expr:
     """What a Neuron row is (``schema.ROLES``): framework rows are operators (a
     ``ProfilerStep#N`` an annotation); runtime rows are calls, ``kbl_exec_wait`` and
-    ``nrt_*`` sync/wait calls synchronisations, tensor reads and writes transfers; on
+    ``nrt_*`` sync/wait calls synchronisations, tensor reads and writes transfers,
+    ``nrt_load`` / ``nrt_load_collectives`` (a NEFF loaded) loads; on
     the device, executions and instructions are compute, DMA rows and
     ``dmem_buf_copy*`` transfers, barriers waits, markers and ``ActiveTime`` summaries
     other."""
@@ -110,6 +114,7 @@ def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr) -> pl.
         .when(layer == S.RUNTIME).then(
             pl.when(name.str.contains(SYNC_CALLS)).then(pl.lit(S.SYNC))
             .when(name.is_in(list(COPY_DIRECTIONS))).then(pl.lit(S.TRANSFER))
+            .when(name.is_in(LOAD_CALLS)).then(pl.lit(S.LOAD))
             .otherwise(pl.lit(S.RUNTIME_CALL)))
         .when(name.str.contains(S.STEP_PATTERN)).then(pl.lit(S.ANNOTATION))
         .otherwise(pl.lit(S.OPERATOR))
