@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 import polars as pl
 
 from neurontrace import analyses
 from neurontrace.analyses import advice
+from neurontrace.analyses.advice.diff import against_first
 from neurontrace.cli.compare import labels
 from neurontrace.cli.options import (
     events,
@@ -45,18 +47,21 @@ def report(paths: tuple[Path, ...], top: int, html_out: Path | None, max_events:
     of neurontrace advise (the --top most severe), from the same computed results.
     --json prints the tables behind the words, with "findings" as advise --json gives
     them (a list with several PATHS). --html OUT.html writes the same as a page that
-    needs no network. --step, --rank and --window narrow each run alike before anything
-    is computed (a step or rank a run lacks is refused, naming it).
+    needs no network; with several PATHS, with their comparison and the findings that
+    disappeared or appeared in each run against the first, as compare shows them.
+    --step, --rank and --window narrow each run alike before anything is computed (a
+    step or rank a run lacks is refused, naming it).
     """
     if html_out is not None:  # before anything is read: never over an input
         atomic.refuse_overlap(paths, html_out)
         atomic.check_output(html_out)
-    runs = analyse({label: events(p)  # raw: cached; narrowed by the filters
-                    for label, p in zip(labels(paths), paths, strict=True)})
+    runs, changed = analysed({label: events(p)  # raw: cached; narrowed by the filters
+                              for label, p in zip(labels(paths), paths, strict=True)})
     if html_out is not None:
         page_top = max(top, 10) if top else ALL
         comparison = compared(runs, page_top) if len(runs) > 1 else None
-        html.write(runs, html_out, comparison, top=page_top, max_events=max_events)
+        html.write(runs, html_out, comparison, top=page_top, max_events=max_events,
+                   changes=changed)
         click.echo(f"{html_out}: report of {len(runs)} run(s)", err=True)
     n = rows_shown(top, as_json)
     reports = [cut(run.report, n) for run in runs]
@@ -77,11 +82,19 @@ def analyse(events: Mapping[str, pl.LazyFrame]) -> list[Run]:
     """Each run's :func:`neurontrace.analyses.report`, computed once with every row, and
     its findings (:func:`.advice.advise`, given the report: nothing computed twice): the
     terminal and the HTML page both show (a cut of) them."""
-    out = []
+    return analysed(events)[0]
+
+
+def analysed(events: Mapping[str, pl.LazyFrame]) -> tuple[list[Run], list[dict[str, Any]]]:
+    """:func:`analyse`'s runs, and the findings that appeared, disappeared or stayed in
+    each run against the first (:func:`.advice.diff.against_first`, as ``compare``
+    gives them; none for one run), from the same findings."""
+    runs, found = [], {}
     for name, lf in events.items():
         r = analyses.report(lf, top=ALL)
-        out.append(Run(name, r, lf, [f.record() for f in advice.advise(lf, r)]))
-    return out
+        found[name] = advice.advise(lf, r)
+        runs.append(Run(name, r, lf, [f.record() for f in found[name]]))
+    return runs, against_first(found)
 
 
 def compared(runs: list[Run], top: int) -> pl.DataFrame:

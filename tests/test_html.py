@@ -17,7 +17,7 @@ from PIL import Image
 from neurontrace import analyses
 from neurontrace import schema as S
 from neurontrace.cli.main import cli
-from neurontrace.cli.report import analyse
+from neurontrace.cli.report import analysed
 from neurontrace.views import html
 
 from support import FIXTURES
@@ -29,9 +29,10 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 def page_of(runs: dict[str, pl.LazyFrame], out: Path, max_events: int = html.MAX_EVENTS) -> Path:
     """The page of ``runs`` as ``report --html`` writes it: the analyses computed once by
-    the caller (:func:`neurontrace.cli.report.analyse`), the page only embedding them."""
+    the caller (:func:`neurontrace.cli.report.analysed`), the page only embedding them."""
     comparison = analyses.compare(runs, top=10) if len(runs) > 1 else None
-    return html.write(analyse(runs), out, comparison, max_events=max_events)
+    done, changed = analysed(runs)
+    return html.write(done, out, comparison, max_events=max_events, changes=changed)
 
 
 def embedded(page: str) -> dict:
@@ -62,7 +63,7 @@ def test_the_timeline_is_capped_and_says_so(tmp_path: Path) -> None:
 
 def test_figures_are_the_analyses(tmp_path: Path) -> None:
     lf = analyses.events(EPS)
-    run = html.page_data(analyse({"eps": lf}))["runs"][0]
+    run = html.page_data(analysed({"eps": lf})[0])["runs"][0]
     r = analyses.report(lf, top=10)
     assert run["device_ops"] == r.device_ops.to_dicts()
     assert run["idle"] == r.idle.to_dicts()
@@ -133,6 +134,29 @@ def test_the_command_writes_the_page_with_a_comparison(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
 
 
+def test_the_page_of_several_runs_says_which_findings_appeared_or_disappeared_as_compare(
+        tmp_path: Path) -> None:
+    naive, fused = (str(CUDA / v / "trace.json.gz") for v in ("naive", "rms_norm"))
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(cli, ["report", naive, fused, "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = embedded(out.read_text())["changes"]
+    compared = json.loads(CliRunner().invoke(cli, ["compare", naive, fused, "--json"]).stdout)
+    assert [{k: v for k, v in r.items() if k != "at_stake_text"} for r in rows] \
+        == compared["findings"]
+    by = {(r["rule"], r["change"]): r for r in rows}
+    fusion = by[("fusion", "disappeared")]
+    assert fusion["run"] == "rms_norm" and fusion["against"] == "naive"
+    assert fusion["at_stake_text"] == "was 36.0 µs to 46.8 µs a step"  # as compare says
+    said = CliRunner().invoke(cli, ["compare", naive, fused]).stdout
+    assert f"({fusion['at_stake_text']})" in said
+    assert ("dominant-op", "disappeared") in by
+    assert all(r["at_stake_text"].endswith(" a step") for r in rows)
+    one = tmp_path / "one.html"
+    assert CliRunner().invoke(cli, ["report", naive, "--html", str(one)]).exit_code == 0
+    assert "changes" not in embedded(one.read_text())  # one run: nothing to compare
+
+
 # -- in a real browser ------------------------------------------------------------------
 
 def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
@@ -168,9 +192,13 @@ def test_in_headless_chromium_the_page_loads_without_errors_and_draws(tmp_path: 
     assert "aten::mul" in dom.stdout and "host dispatch" in dom.stdout
     assert "RMSNorm written out as 6 ops" in dom.stdout  # the findings are drawn
     assert "at stake: 36.0 µs to 46.8 µs a step" in dom.stdout
+    # and those that changed between the runs, against the first
+    assert "Findings against naive (neurontrace advise on each run)" in dom.stdout
+    assert re.search(r"eps: \d+ disappeared, \d+ appeared, \d+ kept", dom.stdout)
+    assert "host-scalar" in dom.stdout and "at stake: 6.3 µs a step" in dom.stdout
 
     shot = tmp_path / "r.png"
-    res = _chromium("--window-size=1000,900", f"--screenshot={shot}", out.as_uri())
+    res = _chromium("--window-size=1000,1600", f"--screenshot={shot}", out.as_uri())
     assert res.returncode == 0 and shot.exists(), res.stderr[-2000:]
     pixels = _png_pixels(shot)
     inked = sum(p != (255, 255, 255) for p in pixels) / len(pixels)

@@ -1,5 +1,5 @@
 """One self-contained HTML report: findings, timeline, op share, idle time by cause,
-copies, and for several runs the comparison.
+copies, and for several runs the comparison and the findings that changed between them.
 
 Everything is inline: the page is :data:`TEMPLATE` (hand-written CSS and canvas/DOM
 JavaScript, no library, nothing fetched) with the figures embedded as JSON. The
@@ -14,7 +14,7 @@ it shows of how many, and over which time window.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from neurontrace.analyses.gaps import CAUSES
 from neurontrace.io import atomic
 from neurontrace.views.findings import at_stake
 from neurontrace.views.results import Run, cut
-from neurontrace.views.terminal import no_device_work
+from neurontrace.views.terminal import duration, no_device_work
 
 MAX_EVENTS = 20_000
 MAX_DEPTH = 5  # nesting levels drawn per lane; deeper spans are drawn at this level
@@ -39,12 +39,16 @@ def template() -> str:
 
 
 def page_data(runs: Sequence[Run], comparison: pl.DataFrame | None = None, top: int = 10,
-              max_events: int = MAX_EVENTS) -> dict[str, Any]:
+              max_events: int = MAX_EVENTS,
+              changes: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able values: per run, its report's tables
     and its findings (each with ``at_stake_text``, its time at stake as the terminal
     words it, and ``findings_total``) cut to ``top`` rows, and its timeline;
     ``comparison``: the table of :func:`neurontrace.analyses.compare` (shown with several
-    runs)."""
+    runs); ``changes``: the findings of each run against the first's
+    (:func:`neurontrace.analyses.advice.diff.against_first`'s rows, every one, each with
+    ``at_stake_text``: ``was 47.2 µs a step`` for one that disappeared, else its time at
+    stake in the later run; shown with several runs)."""
     data: dict[str, Any] = {
         "runs": [_run(run, top, max_events) for run in runs],
         "causes": list(CAUSES),
@@ -52,20 +56,33 @@ def page_data(runs: Sequence[Run], comparison: pl.DataFrame | None = None, top: 
     }
     if len(runs) > 1 and comparison is not None:
         data["compare"] = comparison.to_dicts()
+    if len(runs) > 1 and changes is not None:
+        data["changes"] = [{**row, "at_stake_text": _change_stake(row)} for row in changes]
     return data
 
 
 def write(runs: Sequence[Run], out: str | os.PathLike[str],
           comparison: pl.DataFrame | None = None, top: int = 10,
-          max_events: int = MAX_EVENTS) -> Path:
+          max_events: int = MAX_EVENTS,
+          changes: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """Write the page to ``out`` (through a temporary file renamed into place)."""
-    blob = orjson.dumps(page_data(runs, comparison, top, max_events)).decode()
+    blob = orjson.dumps(page_data(runs, comparison, top, max_events, changes)).decode()
     # Inside <script>, "</" could close the element: JSON allows "<\/" for it.
     html = template().replace(_PLACEHOLDER, blob.replace("</", "<\\/"))
     dst = Path(out)
     with atomic.writing(dst) as tmp:
         tmp.write_text(html, encoding="utf-8")
     return dst
+
+
+def _change_stake(row: Mapping[str, Any]) -> str:
+    """A changed finding's time at stake a step, as ``compare`` words it: the earlier
+    run's (``was ...``) for one that disappeared, else the later run's."""
+    gone = row["change"] == "disappeared"
+    v = row["before"] if gone else row["after"]
+    low, high = v["low"], v["high"]
+    figure = duration(low) if low == high else f"{duration(low)} to {duration(high)}"
+    return f"was {figure} a step" if gone else f"{figure} a step"
 
 
 def _run(run: Run, top: int, max_events: int) -> dict[str, Any]:

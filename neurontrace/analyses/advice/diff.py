@@ -12,7 +12,7 @@ per run at most; it is the same finding whatever its ops)::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neurontrace.analyses.advice import idle
@@ -52,6 +52,17 @@ def changes(before: Sequence[Finding], after: Sequence[Finding]) -> list[dict[st
                 "before": _stake(old), "after": _stake(new),
             })
     return out
+
+
+def against_first(found: Mapping[str, Sequence[Finding]]) -> list[dict[str, Any]]:
+    """Each later run's findings against the first run's (``found``: each run's
+    findings, runs in order): the rows of :func:`changes` with ``run`` (the later run)
+    and ``against`` (the first), runs in order; none for fewer than two runs."""
+    if len(found) < 2:
+        return []
+    first, *rest = found
+    return [{"run": label, "against": first, **row}
+            for label in rest for row in changes(found[first], found[label])]
 
 
 def _stake(f: Finding | None) -> dict[str, int] | None:
