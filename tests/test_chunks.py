@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -333,3 +334,26 @@ def test_the_command_line_keeps_pandas_out(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code + "import pandas\n"], check=True, env=env,
                    capture_output=True)
     assert marker.exists()
+
+
+def _in_a_daemon(results: Any) -> None:
+    """Run in a daemonic process: what it may start, and a two-job run of Processes."""
+    from neurontrace.workers import executors, splitting
+
+    got: list[int] = []
+    executors.Processes(2).run(abs, [-1, -2], got.append)
+    results.put((splitting.workers(), executors.may_start_processes(), sorted(got)))
+
+
+def test_a_daemonic_process_decodes_and_runs_jobs_itself() -> None:
+    # A multiprocessing.Pool worker (or a harness's daemon) may not have children:
+    # convert there once failed with "daemonic processes are not allowed to have
+    # children" (exit 1, found by tests/fuzzing.py); it now does the work itself.
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    proc = ctx.Process(target=_in_a_daemon, args=(results,), daemon=True)
+    proc.start()
+    try:
+        assert results.get(timeout=120) == (1, False, [1, 2])
+    finally:
+        proc.join(timeout=30)

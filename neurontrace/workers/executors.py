@@ -39,6 +39,12 @@ EXECUTORS = ("local", "ray")
 READ_WORKERS = "NEURONTRACE_READ_WORKERS"
 
 
+def may_start_processes() -> bool:
+    """False inside a daemonic process (a ``multiprocessing.Pool`` worker, a fuzzing or
+    serving harness), which Python forbids to have children: work runs here instead."""
+    return not multiprocessing.current_process().daemon
+
+
 class Executor(Protocol):
     def run(self, fn: Callable[[J], R], jobs: Sequence[J], done: Callable[[R], None]) -> None:
         ...
@@ -52,7 +58,7 @@ def executor_of(name: str = "local", jobs: int = 1, address: str | None = None) 
         raise BadInput(f"--executor {name!r} is not known (known: {', '.join(EXECUTORS)})")
     if jobs < 1:
         raise BadInput(f"--jobs {jobs}: must be at least 1")
-    return Processes(jobs) if jobs > 1 else Serial()
+    return Processes(jobs) if jobs > 1 and may_start_processes() else Serial()
 
 
 class Serial:
@@ -84,7 +90,7 @@ class Processes:
         self.env = dict(env or {})
 
     def run(self, fn: Callable[[J], R], jobs: Sequence[J], done: Callable[[R], None]) -> None:
-        if len(jobs) < (1 if self.always else 2):
+        if len(jobs) < (1 if self.always else 2) or not may_start_processes():
             Serial().run(fn, jobs, done)
             return
         todo: queue.SimpleQueue[J] = queue.SimpleQueue()

@@ -30,9 +30,12 @@ CHUNKS_MODULE = "neurontrace.table.chunks"
 
 
 def workers() -> int:
-    """Processes one file may be decoded by: ``$NEURONTRACE_READ_WORKERS``, else the
-    CPUs this process may run on, at most :data:`DEFAULT_MAX` (each process holds about
-    200 MiB besides its share of the rows)."""
+    """Processes one file may be decoded by: 1 in a process that may not start any
+    (:func:`~neurontrace.workers.executors.may_start_processes`), else
+    ``$NEURONTRACE_READ_WORKERS``, else the CPUs this process may run on, at most
+    :data:`DEFAULT_MAX` (each process holds about 200 MiB besides its share of the rows)."""
+    if not executors.may_start_processes():
+        return 1
     given = os.environ.get(READ_WORKERS, "").strip()
     if given.isdigit() and int(given) > 0:
         return int(given)
