@@ -11,7 +11,7 @@ import polars as pl
 
 from neurontrace import analyses
 from neurontrace.analyses import ALL, advice
-from neurontrace.analyses.advice.diff import changes
+from neurontrace.analyses.advice.diff import against_first
 from neurontrace.cli.options import (
     events,
     filter_options,
@@ -62,13 +62,10 @@ def compare(paths: tuple[Path, ...], top: int, as_json: bool) -> None:
 def findings_between(lfs: Mapping[str, pl.LazyFrame], runs: Mapping[str, analyses.Measured]
                      ) -> list[dict[str, Any]]:
     """Each run's findings (:func:`.advice.advise`, given the report and wall time
-    :func:`.compare.measure` computed: nothing twice) against the first run's, as
-    :func:`.advice.diff.changes` rows with ``run`` (the later run) and ``against`` (the
-    first), runs in order."""
+    :func:`.compare.measure` computed: nothing twice) against the first run's
+    (:func:`.advice.diff.against_first`)."""
     found = {label: advice.advise(lfs[label], m.report, m.wall_ns) for label, m in runs.items()}
-    first, *rest = found
-    return [{"run": label, "against": first, **row}
-            for label in rest for row in changes(found[first], found[label])]
+    return against_first(found)
 
 
 def labels(paths: tuple[Path, ...]) -> list[str]:

@@ -16,8 +16,9 @@ import pyarrow as pa
 #: column is not a version change for readers of our files, but it is for our own strict
 #: check, which compares the whole version string: a file of an older version is refused
 #: with "convert it again" (``io.store``) and a rerun of convert redoes it
-#: (``io.destination``). 3: ``model_id``, ``device_core`` and ``pcore`` added.
-SCHEMA_VERSION = "3"
+#: (``io.destination``). 3: ``model_id``, ``device_core`` and ``pcore`` added. 4: the
+#: ``role`` value ``load`` (a Neuron NEFF load was ``runtime``).
+SCHEMA_VERSION = "4"
 
 #: A step's span: ``ProfilerStep#N``, written by torch.profiler's schedule once a step
 #: (``record_function`` in the step's thread); group 1 is N.
