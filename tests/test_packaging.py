@@ -1,0 +1,23 @@
+"""The wheel holds every package: pyproject.toml lists them by hand (``cli/`` is installed
+as ``neurontrace.cli``), and an editable install (the tests' own) would not notice one
+missing: ``neurontrace.analyses.advice`` was, so ``advise`` failed from a wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_package_of_the_tree_is_in_the_wheel() -> None:
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())
+                 ["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for p in (ROOT / "neurontrace").rglob("__init__.py")}
+    found |= {"neurontrace.cli." + ".".join(p.parent.relative_to(ROOT / "cli").parts)
+              for p in (ROOT / "cli").rglob("__init__.py") if p.parent != ROOT / "cli"}
+    found.add("neurontrace.cli")
+    assert found - listed == set()
+    assert listed - found == set()
