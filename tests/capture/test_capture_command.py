@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -41,8 +42,17 @@ def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("torchrun is not installed next to this python")
     tmp = tmp_path_factory.mktemp("cmd")
     out = tmp / "train"
-    capture("--out", str(out), "--steps", "2", "--", torchrun, "--standalone",
-            "--nproc_per_node", "2", program(tmp))
+    # torchrun leaves a /tmp/torchelastic_* folder behind: keep it in the test's folder
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("torchrun-tmp"))
+    try:
+        capture("--out", str(out), "--steps", "2", "--", torchrun, "--standalone",
+                "--nproc_per_node", "2", program(tmp))
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
     return out
 
 
