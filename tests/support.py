@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -46,3 +50,18 @@ def render(table: pa.Table, limit: int | None = None) -> str:
     if limit is not None and len(rows) > limit:
         lines.append(f"... {len(rows) - limit} more rows")
     return "\n".join(lines) + "\n"
+
+
+def us_to_ns(us: Any) -> int:
+    """Kineto's microseconds (a ``Decimal`` from :func:`raw_complete_events`) as ns."""
+    return int(Decimal(us) * 1000)
+
+
+def raw_complete_events(path: Path) -> list[dict[str, Any]]:
+    """The complete (``X``) events of a Kineto trace, read with the standard library
+    (times as exact ``Decimal``): the independent side of the corpus checks."""
+    raw = path.read_bytes()
+    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw,
+                     parse_float=Decimal)
+    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+    return [e for e in evs if isinstance(e, dict) and e.get("ph") == "X"]

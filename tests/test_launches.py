@@ -13,11 +13,9 @@ device annotations (``gpu_user_annotation``) per name must add up as in the JSON
 
 from __future__ import annotations
 
-import gzip
 import json
 import statistics
 from collections import defaultdict
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,8 @@ from neurontrace.analyses.launches import launch_summary, outliers
 from neurontrace.cli.main import cli
 
 from support import FIXTURES, corpus_dir
+from support import raw_complete_events as raw_events
+from support import us_to_ns as _ns
 from synthetic import dev, op, rt, table
 
 _CORPUS = corpus_dir()
@@ -42,16 +42,6 @@ WORK_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 Launch = tuple[str, int, int, int]  # name, call_ns, device_ns, launch_delay_ns
 
 
-def _ns(us: Any) -> int:
-    return int(Decimal(us) * 1000)
-
-
-def raw_events(path: Path) -> list[dict[str, Any]]:
-    raw = path.read_bytes()
-    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw,
-                     parse_float=Decimal)
-    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
-    return [e for e in evs if isinstance(e, dict) and e.get("ph") == "X"]
 
 
 def raw_launches(path: Path) -> dict[int, Launch]:

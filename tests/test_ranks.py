@@ -17,10 +17,8 @@ Independently of the analysis, with the standard library only:
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections import defaultdict
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +29,14 @@ from neurontrace import analyses as A
 from neurontrace.cli.main import cli
 
 from support import FIXTURES, corpus_dir
+from support import raw_complete_events as raw_events
+from support import us_to_ns as _ns
 from synthetic import dev, op, table
 
 _CORPUS = corpus_dir()
 STEP = "ProfilerStep#"
 
 
-def _ns(us: Any) -> int:
-    return int(Decimal(us) * 1000)
-
-
-def raw_events(path: Path) -> list[dict[str, Any]]:
-    raw = path.read_bytes()
-    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw,
-                     parse_float=Decimal)
-    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
-    return [e for e in evs if isinstance(e, dict) and e.get("ph") == "X"]
 
 
 def raw_steps(path: Path) -> dict[int, int]:
