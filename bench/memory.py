@@ -65,7 +65,7 @@ def main() -> None:
             dst = out / f"{src.name}.parquet"
             cmd = [sys.executable, "-m", "neurontrace.cli.main", "convert", "--force",
                    str(src), str(dst)]
-            wall, rss_mib = measure(cmd)
+            wall, rss_mib, _, _ = measure(cmd)
             rss = int(rss_mib * (1 << 20))
             rows = pq.read_metadata(dst).num_rows
             worst = max(worst, rss)
