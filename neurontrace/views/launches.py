@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from neurontrace.views.terminal import Col, count, duration, heading, percent, table_text
+from neurontrace.views.tables import Col, count, duration, heading, percent, table_text, top_rows
 
 _DELAYS = (
     Col("launches", "launches", count),
@@ -63,14 +63,6 @@ BREAKDOWN = (
 )
 
 
-def _top(table: pl.DataFrame, cols: tuple[Col, ...], top: int) -> list[str]:
-    shown = table.head(top) if top else table
-    out = [table_text(shown, cols)]
-    if shown.height < table.height:
-        out.append(f"... {table.height - shown.height:,} more (--top 0 shows all)")
-    return out
-
-
 def launches(tables: dict[str, pl.DataFrame], top: int, path: str) -> list[str]:
     """``neurontrace launches``: ``tables`` holds ``kernels``, ``ops``, ``outliers``
     and ``annotations`` (the analyses' frames), each cut to ``top`` rows (0: all)."""
@@ -79,16 +71,16 @@ def launches(tables: dict[str, pl.DataFrame], top: int, path: str) -> list[str]:
         out.append(f"{path}: no launches found (no runtime call shares a correlation "
                    "with device work)")
     else:
-        out += [heading("launch delay per kernel"), *_top(tables["kernels"], KERNELS, top),
-                "", heading("launch delay per op"), *_top(tables["ops"], OPS, top), ""]
+        out += [heading("launch delay per kernel"), *top_rows(tables["kernels"], KERNELS, top),
+                "", heading("launch delay per op"), *top_rows(tables["ops"], OPS, top), ""]
         if tables["outliers"].height:
             out += [heading("outliers (call over 50 µs or delay over 100 µs)"),
-                    *_top(tables["outliers"], OUTLIERS, top)]
+                    *top_rows(tables["outliers"], OUTLIERS, top)]
         else:
             out.append("no outliers (call over 50 µs or delay over 100 µs)")
     if tables["annotations"].height:
         out += ["", heading("annotations on the device"),
-                *_top(tables["annotations"], ANNOTATIONS, top)]
+                *top_rows(tables["annotations"], ANNOTATIONS, top)]
     return out
 
 
