@@ -7,6 +7,7 @@ import os
 import posixpath
 import shutil
 import stat
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -30,10 +31,6 @@ from neurontrace.table.spill import SpillLimit
 from neurontrace.workers.executors import Executor, Serial, executor_of
 
 PathLike = str | os.PathLike[str]
-
-#: Folder next to the output where external converters (neuron-explorer) write (see
-#: :func:`neurontrace.io.scratch.cache_folder`: per user in a folder anyone may write to).
-CACHE_DIR = scratch.CACHE
 
 
 @dataclass
@@ -173,23 +170,22 @@ def convert_one(job: Job, progress: Progress | None = None) -> JobOutput:
         digest = BackgroundDigest(src.path)
     diag = Diagnostics()
     local = job.out.local
-    near = local.parent if local is not None else None
-    with scratch.job_folder(job.scratch, near) as work:
-        if local is not None:
+    with scratch.job_folder(job.scratch, local.parent if local is not None else None) as work:
+        # written in place locally (a dataset's file then moved into its rank's folder),
+        # else in the job's folder and copied up
+        if local is None:
+            staged = work / f"{job.name}.parquet"
+        else:
             staged = local / f"{job.name}.parquet" if job.dataset else local
-            rows = _write(src, staged, job.rank, progress, diag, digest, work)
-            path = staged
-            if job.dataset:
-                path = local / f"rank={_rank_of(staged)}" / staged.name
-                path.parent.mkdir(exist_ok=True)
-                os.replace(staged, path)
-            return JobOutput(str(path), rows, False, dict(diag.counts), diag.examples)
-        staged = work / f"{job.name}.parquet"
         rows = _write(src, staged, job.rank, progress, diag, digest, work)
         target = job.out.path
         if job.dataset:
             target = job.out.child(f"rank={_rank_of(staged)}/{staged.name}").path
-        job.out.publish(staged, target)
+        if local is None:
+            job.out.publish(staged, target)
+        elif job.dataset:
+            Path(target).parent.mkdir(exist_ok=True)
+            os.replace(staged, target)
     return JobOutput(target, rows, False, dict(diag.counts), diag.examples)
 
 
@@ -261,37 +257,22 @@ def convert(
         place.check()
         folder = _names_folder(dst) or place.kind() == pafs.FileType.Directory
         with scratch.run_folder(None) as work:
-            return _convert(srcs, place, None, work, fmt, rank, progress, jobs, executor,
-                            address, force, folder)
+            return _convert(srcs, place, work, folder, fmt, rank, progress, jobs, executor,
+                            address, force)
     atomic.refuse_overlap(srcs, local)
     atomic.check_output(local, folder=None)
     folder = _names_folder(dst) or local.is_dir()
     made = atomic.make_parent(local)
     try:
         with scratch.run_folder(local.parent, local) as work:
-            return _convert(srcs, place, local, work, fmt, rank, progress, jobs, executor,
-                            address, force, folder)
-    except OSError as e:  # the disk filled up, or turned read-only, while writing
-        atomic.remove_empty(made)
-        if atomic.errno_of(e) in atomic.FULL_ERRNOS:
+            return _convert(srcs, place, work, folder, fmt, rank, progress, jobs, executor,
+                            address, force)
+    except BaseException as e:
+        atomic.remove_empty(made)  # the folders made for an output never written
+        # the disk filled up, or turned read-only, while writing
+        if isinstance(e, OSError) and atomic.errno_of(e) in atomic.FULL_ERRNOS:
             raise atomic.cannot_write(local, e) from None
         raise
-    except BaseException:
-        atomic.remove_empty(made)  # the folders made for an output never written
-        raise
-
-
-def _convert(srcs: list[PathLike], place: Place, local: Path | None, work: Path,
-             fmt: str | None, rank: int | None, progress: Progress | None, jobs: int,
-             executor: str | Executor, address: str | None, force: bool,
-             folder: bool = False) -> Converted:
-    """:func:`convert`, its checks made, every temporary file in the run folder ``work``;
-    ``folder``: the destination names a folder, so even one trace makes a dataset."""
-    out = Converted()
-    with scratch.cache_folder(local.parent if local is not None else None, work) as cache:
-        sources, out.skipped, dataset = inputs_of(srcs, fmt, cache, out.diagnostics)
-        return _convert_sources(sources, out, dataset or folder, place, local, work, rank,
-                                progress, jobs, executor, address, force)
 
 
 def _names_folder(dst: PathLike) -> bool:
@@ -304,55 +285,55 @@ def written_by_us(path: Path) -> bool:
     """Whether ``path`` is a Parquet file neurontrace wrote (any version), or a folder
     holding only such files (a dataset; an empty folder too)."""
     if path.is_dir():
-        try:
-            _refuse_foreign(path)
-        except BadInput:
-            return False
-        return True
+        return _foreign(path) is None
     return _ours(path)
 
 
-def _convert_sources(sources: list[Source], out: Converted, dataset: bool, place: Place,
-                     local: Path | None, work: Path, rank: int | None,
-                     progress: Progress | None, jobs: int, executor: str | Executor,
-                     address: str | None, force: bool) -> Converted:
-    out.inputs = [s.path for s in sources]
-    run = executor if not isinstance(executor, str) else executor_of(executor, jobs, address)
-    if not dataset:
-        if local is not None:
-            atomic.check_output(local)  # a folder, when one input writes one file
-        cands = (place.path,) if place.kind() == pafs.FileType.File else ()
-        job = Job(sources[0], sources[0].name, rank, place, False, cands, None, force,
-                  str(work))
-        _record(out, convert_one(job, progress))
-        return out
-    if local is None:
-        _dataset(sources, place, None, rank, force, run, progress, out, work)
-        return out
-    atomic.check_output(local, folder=True)
-    _refuse_foreign(local)
-    with lock(local):
-        staging = local.with_name(atomic.hidden_name(local.name, "partial"))
-        staging.mkdir(exist_ok=True)
-        _dataset(sources, Place.of(staging), place, rank, force, run, progress, out, work)
-        atomic.replace_dir(staging, local, trash=work)
+def _convert(srcs: list[PathLike], place: Place, work: Path, folder: bool, fmt: str | None,
+             rank: int | None, progress: Progress | None, jobs: int,
+             executor: str | Executor, address: str | None, force: bool) -> Converted:
+    """:func:`convert`, its checks made, every temporary file in the run folder ``work``;
+    ``folder``: the destination names a folder, so even one trace makes a dataset."""
+    out = Converted()
+    local = place.local
+    with scratch.cache_folder(local.parent if local is not None else None, work) as cache:
+        sources, out.skipped, dataset = inputs_of(srcs, fmt, cache, out.diagnostics)
+        out.inputs = [s.path for s in sources]
+        run = executor if not isinstance(executor, str) else executor_of(executor, jobs, address)
+        if not (dataset or folder):
+            if local is not None:
+                atomic.check_output(local)  # a folder, when one input writes one file
+            cands = (place.path,) if place.kind() == pafs.FileType.File else ()
+            job = Job(sources[0], sources[0].name, rank, place, False, cands, None, force,
+                      str(work))
+            _record(out, convert_one(job, progress))
+            return out
+        if local is None:
+            _dataset(sources, place, None, rank, force, run, progress, out, work)
+            return out
+        atomic.check_output(local, folder=True)
+        foreign = _foreign(local)  # a dataset written before is replaced whole, nothing else
+        if foreign is not None:
+            raise BadInput(f"{local}: a folder that is not a neurontrace dataset (it holds "
+                           f"{foreign.relative_to(local)}); it is not replaced, choose "
+                           "another output")
+        with lock(local):
+            staging = local.with_name(atomic.hidden_name(local.name, "partial"))
+            staging.mkdir(exist_ok=True)
+            _dataset(sources, Place.of(staging), place, rank, force, run, progress, out, work)
+            atomic.replace_dir(staging, local, trash=work)
     out.outputs = [local / Path(p).relative_to(staging) for p in map(str, out.outputs)]
     return out
 
 
-def _refuse_foreign(folder: Path) -> None:
-    """BadInput when ``folder`` exists and holds a file that is not a Parquet file of
-    ours (a dataset written before is replaced whole; anything else is not ours to)."""
-    if not folder.is_dir():
-        return
+def _foreign(folder: Path) -> Path | None:
+    """The first file under ``folder`` that is not a Parquet file of ours, or None (none,
+    or no such folder)."""
     for root, _, files in os.walk(folder):
         for name in files:
-            path = Path(root, name)
-            if name.endswith(".parquet") and _ours(path):
-                continue
-            raise BadInput(f"{folder}: a folder that is not a neurontrace dataset (it "
-                           f"holds {path.relative_to(folder)}); it is not replaced, "
-                           "choose another output")
+            if not (name.endswith(".parquet") and _ours(Path(root, name))):
+                return Path(root, name)
+    return None
 
 
 def _ours(path: Path) -> bool:
@@ -426,10 +407,7 @@ def _record(out: Converted, d: JobOutput) -> None:
     out.outputs.append(Path(d.path))
     out.rows += d.rows
     (out.kept if d.kept else out.converted).append(Path(d.path))
-    diag = Diagnostics()
-    diag.counts.update(d.counts)
-    diag.examples.update(d.examples)
-    out.diagnostics.merge(diag)
+    out.diagnostics.merge(Diagnostics(Counter(d.counts), d.examples))
 
 
 def _tidy(folder: Path, keep: set[str]) -> None:
