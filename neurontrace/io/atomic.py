@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import os
 import re
 import shutil
@@ -47,12 +48,12 @@ def current_umask() -> int:
     """This process's umask, read without changing it where the system says it
     (``/proc/self/status``, Linux 4.7 on); elsewhere set and restored under a lock."""
     try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+        status = Path("/proc/self/status").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        status = ""
+    found = re.search(r"^Umask:\s+([0-7]+)\s*$", status, re.MULTILINE)
+    if found:
+        return int(found.group(1), 8)
     with _umask_lock:
         mask = os.umask(0o077)
         os.umask(mask)
@@ -75,13 +76,6 @@ def hidden_name(name: str, tag: str, room: int = 0) -> str:
     return f".nt-{digest}.{tag}"
 
 
-def _temporary_prefix(name: str, suffix: str) -> str:
-    prefix = f".{name}."
-    if len(os.fsencode(prefix + suffix)) + _RANDOM <= NAME_MAX:
-        return prefix
-    return ".nt-"
-
-
 def errno_of(e: OSError) -> int | None:
     """``e.errno``, or the one Arrow names in its message (``[errno 28] ...``)."""
     if e.errno is not None:
@@ -98,26 +92,24 @@ def cannot_write(dst: os.PathLike[str] | str, e: OSError) -> BadInput:
     return BadInput(f"{os.fspath(dst)}: cannot write ({why[:1].lower() + why[1:]})")
 
 
+#: What a file is that is not a regular file, by the test of its mode that says so.
+_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "not a regular file"
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
 
 
 def special_kind(mode: int) -> str | None:
     """What a file of ``mode`` is when it is neither a regular file nor a folder (a
     device, a FIFO, a socket), else None."""
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    return _kind(mode)
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else _kind(mode)
 
 
 def check_output(dst: Path, folder: bool | None = False) -> None:
@@ -146,11 +138,7 @@ def check_output(dst: Path, folder: bool | None = False) -> None:
 def make_parent(dst: Path) -> list[Path]:
     """Create the folder ``dst`` goes in; the folders created, outermost first (a
     parent that is a file, or that cannot be created, is BadInput)."""
-    missing = []
-    for p in dst.parents:
-        if os.path.lexists(p):
-            break
-        missing.append(p)
+    missing = list(itertools.takewhile(lambda p: not os.path.lexists(p), dst.parents))
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -171,35 +159,25 @@ def remove_empty(folders: list[Path]) -> None:
             return
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def _identity(path: Path, follow: bool = True) -> tuple[int, int] | None:
+    """(``st_dev``, ``st_ino``) of ``path`` (of a symlink itself unless ``follow``), or
+    None when it cannot be had."""
     try:
-        st = os.stat(path)
+        st = os.stat(path, follow_symlinks=follow)
     except (OSError, ValueError):
         return None
     return st.st_dev, st.st_ino
 
 
-def _lineage(path: Path) -> list[tuple[Path, tuple[int, int]]]:
-    """``path`` and each existing folder above it, with their identities."""
-    out = []
-    for p in (path, *path.parents):
-        ident = _identity(p)
-        if ident is not None:
-            out.append((p, ident))
-    return out
+def _lineage(path: Path) -> set[tuple[int, int]]:
+    """The identities of ``path`` and of each existing folder above it."""
+    return {ident for p in (path, *path.parents) if (ident := _identity(p)) is not None}
 
 
 def _holds_link_to(folder: Path, ident: tuple[int, int]) -> bool:
     """Whether a file under ``folder`` (symlinks not followed) is ``ident``."""
-    for root, _, files in os.walk(folder):
-        for name in files:
-            try:
-                st = os.lstat(os.path.join(root, name))
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) == ident:
-                return True
-    return False
+    return any(_identity(Path(root, name), follow=False) == ident
+               for root, _, files in os.walk(folder) for name in files)
 
 
 def refuse_overlap(inputs: Iterable[os.PathLike[str] | str], output: os.PathLike[str] | str
@@ -214,8 +192,7 @@ def refuse_overlap(inputs: Iterable[os.PathLike[str] | str], output: os.PathLike
     out = Path(os.path.abspath(output))
     out_real = out.resolve()
     out_id = _identity(out)
-    out_up = {ident for _, ident in _lineage(out_real)} | (
-        {out_id} if out_id is not None else set())
+    out_up = _lineage(out_real) | ({out_id} if out_id is not None else set())
     for given in inputs:
         src = Path(os.path.abspath(given))
         src_real = src.resolve()
@@ -228,7 +205,7 @@ def refuse_overlap(inputs: Iterable[os.PathLike[str] | str], output: os.PathLike
             raise BadInput(f"{output}: lies inside the input folder {given}; write it "
                            "elsewhere")
         if out_id is not None and (out_real in src_real.parents
-                                   or out_id in {i for _, i in _lineage(src_real)}):
+                                   or out_id in _lineage(src_real)):
             raise BadInput(f"{output}: holds the input {given}; writing there would "
                            "replace it")
         if out_id is not None and os.path.isdir(src) and os.path.isfile(out) \
@@ -258,7 +235,7 @@ def writing(dst: Path, tmp_dir: Path | None = None, fsync: bool = False) -> Iter
             folder = tmp_dir
     suffix = ".tmp"
     try:
-        fd, name = tempfile.mkstemp(prefix=_temporary_prefix(dst.name, suffix),
+        fd, name = tempfile.mkstemp(prefix=hidden_name(dst.name, "", _RANDOM + len(suffix)),
                                     suffix=suffix, dir=folder)
     except OSError as e:
         raise cannot_write(dst, e) from None
