@@ -2,7 +2,7 @@
 
 **Memory.** Polars allocates through jemalloc, which by default keeps freed pages for
 about ten seconds before giving them back to the system; a conversion frees hundreds of
-megabytes of temporaries per second, which then stay resident. :func:`return_freed_memory`
+megabytes of temporaries per second, which then stay resident. :func:`before_imports`
 has a background thread of jemalloc's give them back after one second: on the 300 MB
 benchmark trace the peak went from about 730 to 670 MiB at no cost in time (giving
 them back at once, ``dirty_decay_ms:0``, reached 575 MiB but cost 0.2 s). It must run
@@ -12,15 +12,15 @@ before Polars is imported, and a user's own setting wins.
 (``pa.array(list)``, a scalar given to a compute function), imports pandas when pandas
 is installed, to check whether the value is a pandas object: about a quarter of a
 second, a tenth of converting a 300 MB trace. Our processes never hand pandas objects to
-pyarrow, so they let pyarrow make that check once while pandas cannot be imported;
-pyarrow remembers the answer. The block is lifted at once: pandas stays importable for
-anything else. The library itself never does this (a user's process may pass pandas
-objects to pyarrow).
+pyarrow, so they let pyarrow make that check once while pandas cannot be imported
+(:func:`arrow_without_pandas`); pyarrow remembers the answer. The block is lifted at once:
+pandas stays importable for anything else. The library itself never does this (a user's
+process may pass pandas objects to pyarrow).
 
 **Idle BLAS threads.** NumPy's OpenBLAS starts a thread per CPU when NumPy is imported,
 and each spins for about a tenth of a second before it sleeps, though nothing here
 multiplies matrices: on two cores that took 0.1-0.2 s of CPU from the decoding.
-:func:`no_blas_threads` keeps OpenBLAS to the calling thread (before NumPy is imported;
+:func:`before_imports` keeps OpenBLAS to the calling thread (before NumPy is imported;
 a user's own setting wins).
 """
 
@@ -46,30 +46,22 @@ class _NoPandas(importlib.abc.MetaPathFinder):
 _JEMALLOC_CONF = "_RJEM_MALLOC_CONF"
 
 
-def return_freed_memory() -> None:
-    """Have Polars' allocator return freed pages soon (call before Polars is imported)."""
+def before_imports() -> None:
+    """The settings that must come before Polars and NumPy are imported (each only when
+    that one is not yet): Polars' allocator returns freed pages soon, OpenBLAS keeps to
+    one thread."""
     if "polars" not in sys.modules:
         os.environ.setdefault(_JEMALLOC_CONF,
                               "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0")
-
-
-def no_blas_threads() -> None:
-    """Keep OpenBLAS to one thread (call before NumPy is imported)."""
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-
-def before_imports() -> None:
-    """:func:`return_freed_memory` and :func:`no_blas_threads`: the settings that must come
-    before Polars and NumPy are imported."""
-    return_freed_memory()
-    no_blas_threads()
 
 
 def arrow_without_pandas() -> None:
     """Have pyarrow decide, once, that pandas is absent (unless it is already loaded)."""
     if "pandas" in sys.modules:
         return
+    # not None in sys.modules: Cython's ``import pandas`` (pyarrow's) takes that as pandas
     block = _NoPandas()
     sys.meta_path.insert(0, block)
     try:
