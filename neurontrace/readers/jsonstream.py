@@ -412,7 +412,7 @@ def _syntax_error(data: bytes) -> msgspec.DecodeError | None:
     return None
 
 
-def _is_utf8(data: bytes | memoryview) -> bool:
+def is_utf8(data: bytes | memoryview) -> bool:
     try:
         codecs.utf_8_decode(data, "strict", True)
     except UnicodeDecodeError:
@@ -447,7 +447,7 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
             return Decoded(decode(b"".join((b"[", view, b"]"))), view, offset, None)
         except msgspec.ValidationError:
             err = _syntax_error(b"".join((b"[", view, b"]")))
-            if err is None and _is_utf8(view):
+            if err is None and is_utf8(view):
                 return Decoded(None, view, offset, None)
         except msgspec.DecodeError as e:
             err = e
@@ -490,7 +490,7 @@ def _classify(shape: Shape, err: Exception, data: bytes) -> None:
     to repair, or an error to report)."""
     _, at = decode_error_position(err)
     stop = None if at is None else at - 1  # the byte of ``data`` it stopped at
-    if stop is None and not _is_utf8(data):
+    if stop is None and not is_utf8(data):
         return  # perhaps the encoding it refused: asked again once repaired
     if shape.closes >= 0:
         if stop is None or stop > shape.closes:

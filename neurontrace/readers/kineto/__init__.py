@@ -46,8 +46,8 @@ from neurontrace.readers.jsonstream import (
 )
 from neurontrace.readers.kineto.columns import Metadata, chunk_columns
 from neurontrace.readers.kineto.events import (
+    EVENTS,
     Event,
-    decode_events,
     lenient,
     record_repairs,
     show_surrogates,
@@ -146,7 +146,7 @@ def _rows(stream: ArrayStream, path: Path, meta: Metadata, diag: Diagnostics,
           progress: Progress | None) -> Iterator[Batch]:
     """The rows of ``stream``'s events a batch at a time, each after its flow events."""
     total = path.stat().st_size
-    for chunk in stream.decoded(decode_events, lenient=True):
+    for chunk in stream.decoded(EVENTS.decode, lenient=True):
         batch, flow = _convert(chunk, path, meta, diag)
         if flow is not None:
             yield Flows(flow)

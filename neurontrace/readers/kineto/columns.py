@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from itertools import compress, repeat
 from operator import attrgetter, is_, not_
@@ -18,33 +17,20 @@ import pyarrow.compute as pc
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA
+from neurontrace.readers.jsonstream import is_utf8
 from neurontrace.readers.kineto.events import ANY_JSON, Event, dump
-from neurontrace.readers.kineto.roles import classify
+from neurontrace.readers.kineto.roles import arg_text, classify
 from neurontrace.readers.units import microseconds_to_ns
 
-#: Kineto category -> layer. Unknown categories are framework events.
-LAYER_OF_CATEGORY: dict[str, str] = {
-    "kernel": S.DEVICE,
-    "gpu_memcpy": S.DEVICE,
-    "gpu_memset": S.DEVICE,
-    "gpu_user_annotation": S.DEVICE,
-    "cuda_sync": S.DEVICE,
-    "cuda_profiler_range": S.DEVICE,
-    "mtia_ccp_events": S.DEVICE,
-    "cuda_runtime": S.RUNTIME,
-    "cuda_driver": S.RUNTIME,
-    "privateuse1_runtime": S.RUNTIME,
-    "privateuse1_driver": S.RUNTIME,
-    "mtia_runtime": S.RUNTIME,
-}
+#: Kineto categories of the device layer. Any other category that starts with a runtime's
+#: prefix (``cuda_runtime``, ``cuda_driver``, ``privateuse1_runtime``, ``mtia_runtime``,
+#: ...) is the runtime layer; the rest, unknown categories included, the framework layer.
+DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation",
+                               "cuda_sync", "cuda_profiler_range", "mtia_ccp_events"})
 _RUNTIME_PREFIXES = ("privateuse1_", "cuda_", "hip_", "xpu_", "mtia_")
 
 KIND_OF_PHASE = {"X": S.SPAN, "i": S.INSTANT, "I": S.INSTANT, "C": S.COUNTER}
 FLOW_PHASES = {"s", "t", "f"}
-
-
-
-# ------------------------------------------------------------------------------
 
 BATCH_SCHEMA = S.reader_schema(
     S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.ROLE, S.DIRECTION, S.START_NS, S.DUR_NS,
@@ -60,7 +46,6 @@ class Metadata:
 
     def __init__(self) -> None:
         self.thread_names: dict[tuple[Any, Any], str] = {}
-        self.process_labels: dict[Any, str] = {}
         self._first_names: dict[Any, str] = {}
         self._device_labels: dict[Any, str] = {}
         #: The earliest start and latest end of a row so far (ns, before any base time).
@@ -79,7 +64,6 @@ class Metadata:
     def merge(self, later: Metadata) -> None:
         """Add the names of a later part of the same trace."""
         self.thread_names.update(later.thread_names)
-        self.process_labels.update(later.process_labels)
         for pid, name in later._first_names.items():
             self._first_names.setdefault(pid, name)
         self._device_labels.update(later._device_labels)
@@ -101,7 +85,6 @@ class Metadata:
             self._first_names.setdefault(ev.pid, args["name"].strip())
         elif ev.name == "process_labels" and isinstance(args.get("labels"), str):
             label = args["labels"].strip()
-            self.process_labels[ev.pid] = label
             if label != "CPU":
                 self._device_labels[ev.pid] = label
 
@@ -124,7 +107,12 @@ def chunk_columns(
     "#k after byte <at>"). Every phase but metadata and flows is a row; an unknown one
     is kept as an instant."""
     phases = list(map(_PH, events))
-    where = _Where(events, at)
+
+    def where(row: int) -> str:
+        """Names a row's event in messages ("#k after byte N"), found only when needed."""
+        k = [i for i, e in enumerate(events) if e.ph not in _NOT_ROWS][row]
+        return f"#{k} after byte {at}"
+
     if set(phases) <= _ROW_PHASES:  # most chunks: rows only, of known phases
         return _seen(_row_batch(events, phases, where, path, diag), meta), None
     # Split by phase with the loops in C (itertools), not comprehensions.
@@ -143,7 +131,7 @@ def chunk_columns(
         first = rows[unknown[0]]
         diag.warn(
             "unknown_phase",
-            f"{path}: event {where[unknown[0]]} {first.name!r} has phase {first.ph!r}; "
+            f"{path}: event {where(unknown[0])} {first.name!r} has phase {first.ph!r}; "
             "kept as an instant",
             len(unknown),
         )
@@ -157,16 +145,8 @@ def _seen(batch: pa.RecordBatch, meta: Metadata) -> pa.RecordBatch:
     return batch
 
 
-class _Where:
-    """Names a row's event in messages ("#k after byte N"), found only when needed."""
-
-    def __init__(self, events: list[Event], at: int) -> None:
-        self.events = events
-        self.at = at
-
-    def __getitem__(self, row: int) -> str:
-        k = [i for i, e in enumerate(self.events) if e.ph not in _NOT_ROWS][row]
-        return f"#{k} after byte {self.at}"
+#: Names a row's event in messages, by its index among the chunk's rows.
+_Where = Callable[[int], str]
 
 
 def _text(values: list[Any], what: str, path: Path, diag: Diagnostics) -> pa.Array:
@@ -246,22 +226,17 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
             diag.warn(
                 "missing_cat",
                 f"{path}: {len(odd)} event(s) without a category (e.g. event "
-                f"{where[odd[0]]} {names[odd[0]]!r}); category left null",
+                f"{where(odd[0])} {names[odd[0]]!r}); category left null",
                 len(odd),
             )
-    layer = _layers(category)
+    layer = _mapped(category, _layer_of, S.FRAMEWORK)
     pid, pid_label = _ids(list(map(_PID, rows)), "pid", path, diag)
     tid, tid_label = _ids(list(map(_TID, rows)), "tid", path, diag)
 
     start, rounded = microseconds_to_ns(list(map(_TS, rows)))
-    n_bad, first = _count_first(pc.is_null(start))
-    if n_bad:
-        diag.warn(
-            "bad_ts",
-            f"{path}: event {where[first]} {names[first]!r} has ts "
-            f"{bytes(rows[first].ts)[:40]!r}; placed at time 0",
-            n_bad,
-        )
+    if _flag(pc.is_null(start), diag, "bad_ts", lambda i: (
+            f"{path}: event {where(i)} {names[i]!r} has ts {bytes(rows[i].ts)[:40]!r}; "
+            "placed at time 0")):
         start = pc.fill_null(start, 0)
     if rounded:
         diag.warn(
@@ -273,24 +248,13 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
         durs = [d if ph == "X" else _ZERO for d, ph in zip(durs, phases, strict=True)]
     dur, rounded = microseconds_to_ns(durs)
     spans = pc.equal(kind, S.SPAN)
-    n_missing, first = _count_first(pc.and_(spans, pc.is_null(dur)))
-    if n_missing:
-        diag.warn(
-            "missing_dur",
-            f"{path}: event {where[first]} {names[first]!r} (ph X) has no usable dur; "
-            "duration 0",
-            n_missing,
-        )
+    _flag(pc.and_(spans, pc.is_null(dur)), diag, "missing_dur", lambda i: (
+        f"{path}: event {where(i)} {names[i]!r} (ph X) has no usable dur; duration 0"))
     dur = pc.fill_null(dur, 0)
     negative = pc.less(dur, 0)
-    n_neg, first = _count_first(negative)
-    if n_neg:
-        diag.warn(
-            "negative_dur",
-            f"{path}: event {where[first]} {names[first]!r} has dur "
-            f"{bytes(rows[first].dur).decode(errors='replace')}; duration set to 0",
-            n_neg,
-        )
+    if _flag(negative, diag, "negative_dur", lambda i: (
+            f"{path}: event {where(i)} {names[i]!r} has dur "
+            f"{bytes(rows[i].dur).decode(errors='replace')}; duration set to 0")):
         dur = pc.if_else(negative, 0, dur)
     # Instants and counters have no duration, whatever the file says.
     dur = pc.if_else(spans, dur, 0)
@@ -333,21 +297,21 @@ def _within_range(start: pa.Array, dur: pa.Array, names: list[Any], where: _Wher
     first = int(np.flatnonzero(over)[0])
     diag.warn(
         "end_out_of_range",
-        f"{path}: event {where[first]} {names[first]!r} would end past the 64-bit range "
+        f"{path}: event {where(first)} {names[first]!r} would end past the 64-bit range "
         "of nanoseconds; its duration is cut to end there",
         int(over.sum()),
     )
     return pa.array(np.where(over, _I64_MAX - s, d), pa.int64())
 
 
-def _count_first(mask: pa.Array) -> tuple[int, int]:
-    """How many rows ``mask`` marks, and the first of them (for the message)."""
+def _flag(mask: pa.Array, diag: Diagnostics, code: str, message: Callable[[int], str]
+          ) -> bool:
+    """Whether ``mask`` marks any row; when it does, warns ``code`` with ``message`` of
+    the first such row, counting them all."""
     n = pc.sum(mask).as_py() or 0
-    return n, (pc.index(mask, True).as_py() if n else -1)
-
-
-def _layers(category: pa.Array) -> pa.Array:
-    return _mapped(category, _layer_of, S.FRAMEWORK)
+    if n:
+        diag.warn(code, message(pc.index(mask, True).as_py()), n)
+    return n > 0
 
 
 def _mapped(values: pa.Array, fn: Callable[[str], str], missing: str) -> pa.Array:
@@ -358,8 +322,8 @@ def _mapped(values: pa.Array, fn: Callable[[str], str], missing: str) -> pa.Arra
 
 
 def _layer_of(category: str) -> str:
-    if category in LAYER_OF_CATEGORY:
-        return LAYER_OF_CATEGORY[category]
+    if category in DEVICE_CATEGORIES:
+        return S.DEVICE
     return S.RUNTIME if category.startswith(_RUNTIME_PREFIXES) else S.FRAMEWORK
 
 
@@ -394,7 +358,8 @@ def _args(
         pl.col("a").str.contains(f'"{k}"', literal=True).any().alias(k) for k in keys
     ).row(0)
     found = text.with_columns(
-        _raw_integer_arg(k, k in _BYTE_KEYS).alias(k) if present
+        arg_text(pl.col("a"), k, _INTEGER, " bytes" if k in _BYTE_KEYS else "").alias(k)
+        if present
         else pl.lit(None, pl.String).alias(k)
         for k, present in zip(keys, held, strict=True)
     ).drop("a")
@@ -405,20 +370,11 @@ def _args(
 
 def _replace_invalid_utf8(raws: list[msgspec.Raw], where: _Where, path: Path,
                           diag: Diagnostics) -> pa.Array:
-    texts: list[str | None] = []
-    bad: list[int] = []
-    for i, r in enumerate(raws):
-        if not len(r):
-            texts.append(None)
-            continue
-        try:
-            texts.append(bytes(r).decode("utf-8"))
-        except UnicodeDecodeError:
-            texts.append(bytes(r).decode("utf-8", errors="replace"))
-            bad.append(i)
+    texts = [bytes(r).decode("utf-8", errors="replace") if len(r) else None for r in raws]
+    bad = [i for i, r in enumerate(raws) if len(r) and not is_utf8(r)]
     diag.warn(
         "invalid_utf8",
-        f"{path}: invalid UTF-8 in the args of event {where[bad[0]]}; replaced with U+FFFD",
+        f"{path}: invalid UTF-8 in the args of event {where(bad[0])}; replaced with U+FFFD",
         len(bad),
     )
     return pa.array(texts, pa.large_string())
@@ -437,21 +393,9 @@ _LINK_KEYS = (
 _BYTE_KEYS = frozenset(dict(_LINK_KEYS)[S.BYTES])
 
 
-def _raw_integer_arg(key: str, in_bytes: bool = False) -> pl.Expr:
-    """The text of an integer-valued ``args`` key (null if absent or not an integer);
-    with ``in_bytes``, a quoted value may end in the unit `` bytes`` (``"14139908 bytes"``).
-
-    Kineto writes these as numbers, and some backends as strings (``"0x0"``, ``"2560"``).
-    The quoted key followed by ``:`` only occurs as a key (inside a string value its
-    quotes would be escaped), and the value must end at ``,`` or ``}`` (so ``1.5`` or
-    ``1e3`` are not read as 1). Literal first and ASCII-only keep the regex fast, also
-    when the key is absent (a memchr-speed scan).
-    """
-    ws = "[ \t\r\n]*"
-    unit = "(?: bytes)?" if in_bytes else ""
-    return pl.col("a").str.extract(
-        rf'(?-u)"{re.escape(key)}"{ws}:{ws}"?(-?[0-9]+|0[xX][0-9a-fA-F]+){unit}"?{ws}[,}}]', 1
-    )
+#: An integer-valued ``args`` key's value: Kineto writes these as numbers, and some
+#: backends as strings (``"0x0"``, ``"2560"``); a byte count may end in `` bytes``.
+_INTEGER = "-?[0-9]+|0[xX][0-9a-fA-F]+"
 
 
 def _as_int64(value: pl.Expr, name: str) -> pl.Expr:

@@ -40,42 +40,23 @@ _STR = msgspec.json.Decoder(str)
 _ID = msgspec.json.Decoder(int | str | None)
 
 
-def decode_events(data: bytes) -> list[Event]:
-    return EVENTS.decode(data)
-
-
 def record_repairs(chunk: Decoded[Any], path: Path, diag: Diagnostics) -> None:
+    """A warning for each kind of repair the chunk's text needed (see
+    :class:`~neurontrace.readers.jsonrepair.Repairs`)."""
     rep = chunk.repairs
     assert rep is not None
-    where = f"{path}: events after byte {chunk.offset}"
-    if rep.control_chars:
-        diag.warn(
-            "control_characters",
-            f"{where}: {rep.control_chars} string(s) held raw control characters; "
-            "kept as \\u escapes",
-            rep.control_chars,
-        )
-    if rep.bare_words:
-        diag.warn(
-            "bare_words",
-            f"{where}: {rep.bare_words} bare value(s) such as "
-            f"{rep.first_bare_word.decode(errors='replace')} kept as strings",
-            rep.bare_words,
-        )
-    if rep.invalid_utf8:
-        diag.warn(
-            "invalid_utf8",
-            f"{where}: {rep.invalid_utf8} invalid UTF-8 sequence(s) replaced with U+FFFD",
-            rep.invalid_utf8,
-        )
-    if rep.surrogates:
-        kept = "written back as they were in args" if rep.placeholders else "U+FFFD in args too"
-        diag.warn(
-            "lone_surrogate",
-            f"{where}: {rep.surrogates} lone UTF-16 surrogate escape(s) such as \\ud800: "
-            f"U+FFFD in names and ids, {kept}",
-            rep.surrogates,
-        )
+    kept = "written back as they were in args" if rep.placeholders else "U+FFFD in args too"
+    for code, n, what in (
+        ("control_characters", rep.control_chars,
+         "string(s) held raw control characters; kept as \\u escapes"),
+        ("bare_words", rep.bare_words,
+         f"bare value(s) such as {rep.first_bare_word.decode(errors='replace')} kept as strings"),
+        ("invalid_utf8", rep.invalid_utf8, "invalid UTF-8 sequence(s) replaced with U+FFFD"),
+        ("lone_surrogate", rep.surrogates,
+         f"lone UTF-16 surrogate escape(s) such as \\ud800: U+FFFD in names and ids, {kept}"),
+    ):
+        if n:
+            diag.warn(code, f"{path}: events after byte {chunk.offset}: {n} {what}", n)
 
 
 def show_surrogates(events: list[Event], placeholders: bool) -> None:
@@ -208,8 +189,7 @@ def _id(key: str, raw: bytes, where: str, diag: Diagnostics) -> int | str | None
     except msgspec.ValidationError:
         pass
     except msgspec.DecodeError:
-        return _string(raw, where, diag) if raw[:1] == b'"' else \
-            raw.decode("utf-8", errors="replace")
+        return _shown(raw, where, diag)
     shown = raw.decode("utf-8", errors="replace")
     diag.warn("bad_id", f"{where}: {key} {shown[:40]} is not a number or string; as text")
     return shown

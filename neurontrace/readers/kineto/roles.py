@@ -34,6 +34,8 @@ name (``memcpyHtoDAsync``) or its ``args.kind`` (``cudaMemcpyKind``: 1 host to d
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from neurontrace import schema as S
@@ -116,15 +118,25 @@ def _from_name(name: pl.Expr) -> pl.Expr:
     return out
 
 
-def _arg_text(args: pl.Expr, key: str) -> pl.Expr:
-    """The text of a string or integer ``args`` key (null if absent)."""
+def arg_text(args: pl.Expr, key: str, value: str = "[A-Za-z0-9_]+", unit: str = ""
+             ) -> pl.Expr:
+    """The text of the value of ``args`` key ``key`` (null where absent): a number, or a
+    string without its quotes, that ``value`` matches whole; with ``unit``, a quoted value
+    may end in that unit (``"14139908 bytes"``), left out.
+
+    The quoted key followed by ``:`` only occurs as a key (inside a string value its
+    quotes would be escaped), and the value must end at ``,`` or ``}`` (so ``1.5`` or
+    ``1e3`` are not read as 1). Literal first and ASCII-only keep the regex fast, also
+    when the key is absent (a memchr-speed scan).
+    """
     ws = "[ \t\r\n]*"
-    return args.str.extract(f'(?-u)"{key}"{ws}:{ws}"?([A-Za-z0-9_]+)"?{ws}[,}}]', 1)
+    unit = f"(?:{unit})?" if unit else ""
+    return args.str.extract(rf'(?-u)"{re.escape(key)}"{ws}:{ws}"?({value}){unit}"?{ws}[,}}]', 1)
 
 
 def arg_direction(args: pl.Expr) -> pl.Expr:
     """The direction a row's ``args.direction`` names (:data:`ARG_DIRECTIONS`), else null."""
-    return _arg_text(args, "direction").replace_strict(
+    return arg_text(args, "direction").replace_strict(
         ARG_DIRECTIONS, default=None, return_dtype=pl.String)
 
 
@@ -133,7 +145,7 @@ def direction(role_: pl.Expr, layer: pl.Expr, category: pl.Expr, name: pl.Expr,
     """``direction`` of transfers and of the runtime calls that request them."""
     copy_call = (layer == S.RUNTIME) & (role_ == S.TRANSFER)
     by_arg = pl.when(layer == S.DEVICE).then(arg_direction(args))
-    by_kind = _arg_text(args, "kind").replace_strict(
+    by_kind = arg_text(args, "kind").replace_strict(
         KIND_DIRECTIONS, default=None, return_dtype=pl.String)
     return (
         pl.when(copy_call).then(pl.coalesce(_from_name(name), by_kind))
