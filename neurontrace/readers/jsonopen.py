@@ -62,16 +62,10 @@ def encoding_of(first: bytes) -> str | None:
         return "utf-16"
     if len(first) < 4:
         return None
-    zero = [b == 0 for b in first[:4]]
-    if zero == [False, True, True, True]:
-        return "utf-32-le"
-    if zero == [True, True, True, False]:
-        return "utf-32-be"
-    if zero[:2] == [False, True] and zero[2:] in ([False, True], [True, True]):
-        return "utf-16-le"
-    if zero[:2] == [True, False]:
+    zeros = "".join("0" if b == 0 else "x" for b in first[:4])  # "x000": a byte, then three zeros
+    if zeros.startswith("0x"):
         return "utf-16-be"
-    return None
+    return {"x000": "utf-32-le", "000x": "utf-32-be", "x0x0": "utf-16-le"}.get(zeros)
 
 
 class _Transcoded:
@@ -137,12 +131,6 @@ class _ReadAhead:
         assert n == self._block, "reads are whole blocks"
         return next(self._blocks, b"")
 
-    def __enter__(self) -> _ReadAhead:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._blocks.close()
-
 
 @contextmanager
 def read_ahead(f: BinaryIO, block: int) -> Iterator[BinaryIO]:
@@ -150,8 +138,11 @@ def read_ahead(f: BinaryIO, block: int) -> Iterator[BinaryIO]:
     if not isinstance(f, gzip.GzipFile):
         yield f
         return
-    with _ReadAhead(f, block) as ahead:
-        yield ahead  # type: ignore[misc]  # reads like the stream it wraps
+    stream = _ReadAhead(f, block)
+    try:
+        yield stream  # type: ignore[misc]  # reads like the stream it wraps
+    finally:
+        stream._blocks.close()  # stops the thread
 
 
 def read_head(path: Path, n: int = 4096) -> bytes:

@@ -56,27 +56,16 @@ from neurontrace.readers.jsonopen import (
     open_binary,
     read_ahead,
     read_head,
-    text_head,
     token_limit,
     too_long,
 )
-from neurontrace.readers.jsonouter import NumberText, outer_fields
-from neurontrace.readers.jsonrepair import (
-    PLACEHOLDER_CHARS,
-    PLACEHOLDERS,
-    Repairs,
-    decode_error_position,
-    repair,
-    restore_surrogates,
-)
+from neurontrace.readers.jsonouter import outer_fields
+from neurontrace.readers.jsonrepair import Repairs, decode_error_position, repair
 
-#: What the readers import from here (some defined in the modules above).
-__all__ = [
-    "BLOCK", "CHROME_KEY", "PLACEHOLDERS", "PLACEHOLDER_CHARS", "TOKEN_LIMIT_ENV", "ArrayStream",
-    "ClosedAt", "Decoded", "Incomplete", "Misaligned", "NumberText", "Repairs", "array_start",
-    "cuts", "decode_chunk", "decode_error_position", "open_binary", "outer_fields",
-    "read_head", "repair", "restore_surrogates", "text_head", "token_limit",
-]
+#: What the readers and the tests import from here (some defined in the modules above).
+__all__ = ["BLOCK", "ArrayStream", "Decoded", "Misaligned", "array_start", "cuts", "decode_chunk",
+           "decode_error_position", "is_utf8", "open_binary", "outer_fields", "read_head",
+           "repair"]
 _Lexer = Lexer  # (the tests count its work through this name)
 
 BLOCK = 8 << 20  # bytes read per step
@@ -279,17 +268,14 @@ class ArrayStream:
                 if self.stop is not None and self._eof and not buf.strip(WS):
                     return  # the span ends here, after a whole element and its comma
                 if peek(buf) == b"]":  # empty array, or closed right here
-                    rest = buf.lstrip(WS)
-                    self._parse_outer(head, self._rest(f, rest, offset + len(buf) - len(rest)),
-                                      offset + len(buf) - len(rest))
-                    return
-                buf, result, cut = self._chunk(f, buf, offset, decode, lenient)
-                yield result
-                end, closing = cut
+                    end, closing = 0, True
+                else:
+                    buf, result, (end, closing) = self._chunk(f, buf, offset, decode, lenient)
+                    yield result
+                    if closing and self.stop is not None:
+                        raise Misaligned(self.stop)  # the array closed before the stop
                 rest = buf[end:].lstrip(WS)
                 if closing:
-                    if self.stop is not None:
-                        raise Misaligned(self.stop)  # the array closed before the stop
                     at = offset + len(buf) - len(rest)
                     self._parse_outer(head, self._rest(f, rest, at), at)
                     return
@@ -315,15 +301,15 @@ class ArrayStream:
             if cut is None:
                 break
             try:
-                return buf, self._decode(decode, memoryview(buf)[:cut[0]], offset,
+                return buf, decode_chunk(self.path, decode, memoryview(buf)[:cut[0]], offset,
                                          lenient=lenient), cut
             except Incomplete:  # cut fell inside a string or nested value
                 break
             except ClosedAt as c:  # the array closed before the cut
                 cut = (c.pos, True)
         buf, cut = self._exact_cut(f, buf, offset)
-        return buf, self._decode(decode, memoryview(buf)[:cut[0]], offset, lenient=lenient,
-                                 complete=True), cut
+        return buf, decode_chunk(self.path, decode, memoryview(buf)[:cut[0]], offset,
+                                 lenient=lenient, complete=True), cut
 
     def _element(self, buf: bytes, offset: int) -> tuple[str, int]:
         """What ``buf`` (at byte ``offset``) holds when it has grown too long, and where
@@ -366,19 +352,12 @@ class ArrayStream:
     def _rest(self, f: BinaryIO, rest: bytes, at: int) -> bytes:
         """``rest`` and everything after it in the file (the text after the array, at
         byte ``at``), at most :func:`token_limit` bytes of it."""
-        parts = [rest]
-        size = len(rest)
+        what = f"the text after the {self.key.decode()} array"
         while not self._eof:
-            if size > self.limit:
-                raise too_long(self.path, f"the text after the {self.key.decode()} array",
-                                at, self.limit)
-            more = self._read(f)
-            parts.append(more)
-            size += len(more)
-        if size > self.limit:
-            raise too_long(self.path, f"the text after the {self.key.decode()} array", at,
-                            self.limit)
-        return b"".join(parts)
+            rest = self._more(f, rest, what, at)
+        if len(rest) > self.limit:
+            raise too_long(self.path, what, at, self.limit)
+        return rest
 
     def position(self) -> int:
         """Bytes of the file consumed so far (compressed bytes for gzip), for progress."""
@@ -387,11 +366,6 @@ class ArrayStream:
             return int(raw.tell()) if raw is not None else self.bytes_read
         except (OSError, ValueError):
             return self.bytes_read
-
-    def _decode(self, decode: Callable[[bytes], T], data: bytes | memoryview, offset: int,
-                *, lenient: bool = False, complete: bool = False) -> Decoded[T]:
-        return decode_chunk(self.path, decode, data, offset, lenient=lenient,
-                            complete=complete)
 
     def _parse_outer(self, head: bytes, tail: bytes, tail_offset: int) -> None:
         if self.start is not None:  # the head is another span's: leave the tail

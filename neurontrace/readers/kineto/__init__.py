@@ -34,15 +34,15 @@ from neurontrace.readers.base import (
     Progress,
     rank_from_name,
 )
+from neurontrace.readers.jsonopen import text_head
+from neurontrace.readers.jsonouter import NumberText
 from neurontrace.readers.jsonstream import (
     ArrayStream,
     Decoded,
     Misaligned,
-    NumberText,
     array_start,
     cuts,
     outer_fields,
-    text_head,
 )
 from neurontrace.readers.kineto.columns import Metadata, chunk_columns
 from neurontrace.readers.kineto.events import (

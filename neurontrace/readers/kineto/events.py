@@ -10,12 +10,8 @@ import msgspec
 
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
-from neurontrace.readers.jsonstream import (
-    PLACEHOLDER_CHARS,
-    PLACEHOLDERS,
-    Decoded,
-    restore_surrogates,
-)
+from neurontrace.readers.jsonrepair import PLACEHOLDER_CHARS, PLACEHOLDERS, restore_surrogates
+from neurontrace.readers.jsonstream import Decoded
 
 
 class Event(msgspec.Struct):
