@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -111,14 +112,11 @@ class Processes:
         workers = _take_started(fn.__module__, self.env, self.n if n is None else n) \
             or _Workers.start(fn.__module__, self.n if n is None else n, self.env)
         pending: set[Future[Any]] = set(workers.ready)
-        jobs: set[Future[Any]] = set()
         error: BaseException | None = None
         try:
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
-                    ran = f in jobs
-                    jobs.discard(f)
                     try:
                         value = f.result()
                     except BrokenProcessPool:
@@ -129,13 +127,12 @@ class Processes:
                     except Exception as e:  # noqa: BLE001 - the job's error, raised below
                         error = error or e
                         continue
-                    if ran and error is None:
+                    if error is not None:
+                        continue
+                    if f not in workers.ready:  # a job's result, not a worker saying it started
                         done(value)
-                    job = _next(todo) if error is None else None
-                    if job is not None:
-                        nxt = workers.pool.submit(fn, job)
-                        pending.add(nxt)
-                        jobs.add(nxt)
+                    with suppress(queue.Empty):
+                        pending.add(workers.pool.submit(fn, todo.get_nowait()))
         except BaseException:
             workers.kill()
             raise
@@ -143,13 +140,6 @@ class Processes:
             workers.pool.shutdown(wait=True, cancel_futures=True)
         if error is not None:
             raise error
-
-
-def _next(todo: queue.SimpleQueue[J]) -> J | None:
-    try:
-        return todo.get_nowait()
-    except queue.Empty:
-        return None
 
 
 def _initialize(env: dict[str, str]) -> None:
