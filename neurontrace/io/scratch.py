@@ -28,9 +28,8 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from types import FrameType
 
 from neurontrace.io.atomic import cannot_write
 
@@ -154,11 +153,9 @@ def cache_folder(parent: Path | None, run: Path) -> Iterator[Path]:
         shared = True
     if not shared:  # the user's own folder: made by the converter when it first runs
         path = where / CACHE
-        if path.is_symlink() or (path.exists() and (
-                not path.is_dir() or path.stat().st_uid != os.geteuid())):
-            yield _private(run)
-        else:
-            yield path
+        foreign = path.is_symlink() or (path.exists() and (
+            not path.is_dir() or path.stat().st_uid != os.geteuid()))
+        yield _private(run) if foreign else path
         return
     path = where / f"{CACHE}-{os.geteuid()}"
     made, st = False, None
@@ -178,18 +175,13 @@ def cache_folder(parent: Path | None, run: Path) -> Iterator[Path]:
     if st is None:
         yield _private(run)
         return
+    mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
     try:
-        mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
-        if not mine or st.st_mode & 0o077:
-            yield _private(run)
-            return
-        yield path
+        yield path if mine else _private(run)
     finally:
         if made:
-            try:
+            with suppress(OSError):
                 path.rmdir()  # only when empty
-            except OSError:
-                pass
 
 
 def _private(run: Path) -> Path:
@@ -213,7 +205,7 @@ def sigterm_raises() -> Iterator[None]:
     try:
         before = signal.getsignal(signal.SIGTERM)
 
-        def handler(signum: int, frame: FrameType | None) -> None:
+        def handler(*_: object) -> None:  # (the signal's number, the frame it stopped)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one kills
             raise Terminated()
 
