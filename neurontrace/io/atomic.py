@@ -84,11 +84,15 @@ def errno_of(e: OSError) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def first_line(e: BaseException) -> str:
+    """The first line of an error's message (a filesystem's may run to several)."""
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
 def cannot_write(dst: os.PathLike[str] | str, e: OSError) -> BadInput:
     """The one-line error for an output that the file system refuses."""
     code = errno_of(e)
-    why = os.strerror(code) if code is not None else \
-        (str(e).splitlines() or [type(e).__name__])[0]
+    why = os.strerror(code) if code is not None else first_line(e)
     return BadInput(f"{os.fspath(dst)}: cannot write ({why[:1].lower() + why[1:]})")
 
 

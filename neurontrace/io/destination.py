@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from neurontrace import schema as S
 from neurontrace.errors import BadInput
-from neurontrace.io.atomic import hidden_name
+from neurontrace.io.atomic import first_line, hidden_name
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Place:
         try:
             missing = self.fs.get_file_info(top).type == pafs.FileType.NotFound
         except OSError as e:
-            raise BadInput(f"{self}: cannot reach the destination ({_line(e)})") from None
+            raise BadInput(f"{self}: cannot reach the destination ({first_line(e)})") from None
         if missing:
             raise BadInput(f"{self}: {top} does not exist (create the bucket or folder first)")
 
@@ -103,13 +103,8 @@ class Place:
             pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(),
                             destination_filesystem=self.fs)
         except OSError as e:
-            raise BadInput(f"{self.fs.type_name}://{path}: cannot write ({_line(e)})") \
+            raise BadInput(f"{self.fs.type_name}://{path}: cannot write ({first_line(e)})") \
                 from None
-
-
-def _line(e: BaseException) -> str:
-    """The first line of an error's message (a filesystem's may run to several)."""
-    return (str(e).splitlines() or [type(e).__name__])[0]
 
 
 def matching(fs: pafs.FileSystem, path: str, want: dict[str, Any]) -> dict[bytes, bytes] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -171,17 +172,16 @@ def read(path: str | os.PathLike[str]) -> pa.Table:
     for f in files:
         check(f)
     tables = [_read_table(f) for f in files]
-    if len(tables) == 1:
-        return tables[0]
-    offset = 0
-    for i, t in enumerate(tables):
-        if offset:
-            for c in S.ROW_REFS:
-                k = t.schema.get_field_index(c)
-                t = t.set_column(k, S.SCHEMA.field(c), pc.add(t.column(c), offset))
-            tables[i] = t
-        offset += t.num_rows
-    return pa.concat_tables(tables)
+    offsets = itertools.accumulate((t.num_rows for t in tables), initial=0)  # (one more than needed)
+    tables = [_offset_table(t, offset) for t, offset in zip(tables, offsets, strict=False)]
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def _offset_table(t: pa.Table, offset: int) -> pa.Table:
+    """:func:`offset_rows` for a table in memory."""
+    for c in S.ROW_REFS if offset else ():
+        t = t.set_column(t.schema.get_field_index(c), S.SCHEMA.field(c), pc.add(t[c], offset))
+    return t
 
 
 def _read_table(path: Path) -> pa.Table:
@@ -207,14 +207,9 @@ def scan(path: str | os.PathLike[str]) -> pl.LazyFrame:
         _scanned[f] = _scans[0]
     while len(_scanned) > SCANNED_KEPT:
         del _scanned[next(iter(_scanned))]
-    if len(files) == 1:
-        return pl.scan_parquet(str(files[0]), hive_partitioning=False)
-    parts = []
-    offset = 0
-    for f, n in zip(files, rows, strict=True):
-        parts.append(offset_rows(pl.scan_parquet(str(f), hive_partitioning=False), offset))
-        offset += n
-    return pl.concat(parts, how="vertical")
+    parts = [offset_rows(pl.scan_parquet(str(f), hive_partitioning=False), offset)
+             for f, offset in zip(files, itertools.accumulate(rows, initial=0), strict=False)]
+    return parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical")
 
 
 def scans() -> int:
