@@ -136,8 +136,10 @@ class Source:
 
     A plain file is one source read by its reader. A reader whose inputs are folders
     holding several traces (a Neuron run folder: one per rank) or captures that need an
-    external converter (a raw Neuron capture) implements :meth:`Expanding.expand`, which
-    returns the sources instead; ``convert`` consults it before any per-file walk.
+    external converter (a raw Neuron capture) implements ``expand(path, cache)``, which
+    returns the sources instead (``cache`` is a folder next to the output where an
+    external converter may write, kept between runs, never inside the input); ``convert``
+    consults it before any per-file walk.
     """
 
     path: Path  # named in messages and in the output's metadata
@@ -147,15 +149,6 @@ class Source:
     rank: int | None = None  # rank to record when the trace itself names none
     #: The reader, when it can read the file in chunks (decoded in parallel).
     divisible: Divisible | None = None
-
-
-class Expanding(Protocol):
-    """A reader that turns one input into several sources (or a converted one)."""
-
-    def expand(self, path: Path, cache: Path) -> list[Source]:
-        """The sources ``path`` holds; ``cache`` is a folder next to the output where
-        an external converter may write (kept between runs, never inside the input)."""
-        ...
 
 
 def rank_from_name(name: str) -> int | None:

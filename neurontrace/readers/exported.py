@@ -58,26 +58,23 @@ class ExportReader:
         return ev
 
 
-#: Columns restored from the payload, with their Arrow types.
-_RESTORED = [c for c in S.COLUMNS if c.name not in (S.NAME, S.CATEGORY, S.KIND, S.START_NS,
-                                                    S.DUR_NS)]
+#: Columns the Kineto reader reads as they are; the others are restored from the payload.
+_KEPT = (S.NAME, S.CATEGORY, S.KIND, S.START_NS, S.DUR_NS)
+_RESTORED = pa.schema([(c.name, c.type) for c in S.COLUMNS if c.name not in _KEPT])
 
 
 def _restore(batch: pa.RecordBatch, path: Path) -> pa.RecordBatch:
     keep: list[int] = []
-    values: dict[str, list[Any]] = {c.name: [] for c in _RESTORED}
+    payloads: list[dict[str, Any]] = []
     for i, text in enumerate(batch.column(S.ARGS).to_pylist()):
         if text is None or text.startswith(_VIEW):
             continue
-        payload = _payload(text, path)
+        payloads.append(_payload(text, path))
         keep.append(i)
-        for c in _RESTORED:
-            values[c.name].append(payload.get(c.name))
     taken = batch.take(pa.array(keep, pa.int64()))
-    cols = {name: taken.column(name) for name in (S.NAME, S.CATEGORY, S.KIND, S.START_NS,
-                                                  S.DUR_NS)}
-    for c in _RESTORED:
-        cols[c.name] = pa.array(values[c.name], c.type)
+    restored = pa.RecordBatch.from_pylist(payloads, schema=_RESTORED)
+    cols = {name: taken.column(name) for name in _KEPT}
+    cols.update((name, restored.column(name)) for name in _RESTORED.names)
     return pa.RecordBatch.from_pydict(cols)
 
 

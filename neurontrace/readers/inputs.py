@@ -53,17 +53,13 @@ def inputs_of(srcs: Sequence[PathLike], fmt: str | None, cache: Path,
     diag = diag if diag is not None else Diagnostics()
     found: list[Source] = []
     skipped: list[Path] = []
-    given: list[tuple[Path, os.stat_result]] = []
-    seen: set[tuple[int, int]] = set()
+    given: dict[tuple[int, int], tuple[Path, os.stat_result]] = {}  # the first spelling
     for s in srcs:
-        p = Path(s)
-        st = _stat_input(p)
-        if (st.st_dev, st.st_ino) not in seen:
-            seen.add((st.st_dev, st.st_ino))
-            given.append((p, st))
+        st = _stat_input(Path(s))
+        given.setdefault((st.st_dev, st.st_ino), (Path(s), st))
     dataset = len(given) > 1
     walked: set[tuple[int, int]] = set()
-    for p, st in given:
+    for p, st in given.values():
         if stat.S_ISDIR(st.st_mode) and not _claimed(p, fmt):
             dataset = True
             _walk(p, fmt, cache, found, skipped, diag, walked)
@@ -105,19 +101,15 @@ def _why(e: OSError) -> str:
 
 def _distinct(sources: list[Source]) -> list[Source]:
     """``sources`` without repeats: the same file or folder read as the same format."""
-    out: list[Source] = []
-    seen: set[tuple[int, int, str]] = set()
+    kept: dict[object, Source] = {}
     for source in sources:
         try:
             st = os.stat(source.path)
+            key: object = (st.st_dev, st.st_ino, source.format)
         except OSError:
-            out.append(source)
-            continue
-        key = (st.st_dev, st.st_ino, source.format)
-        if key not in seen:
-            seen.add(key)
-            out.append(source)
-    return out
+            key = id(source)  # not known to be another's: kept
+        kept.setdefault(key, source)
+    return list(kept.values())
 
 
 def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
