@@ -21,20 +21,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
+import msgspec
 import polars as pl
 import pyarrow as pa
 
 from neurontrace import schema as S
+from neurontrace.readers.base import Batch, Events
 
-#: System-trace events that happen on the device (documented vocabulary, formats.md §5).
-HARDWARE_EVENTS = frozenset({
-    "nc_exec_running", "cc_running", "cc_exec_barrier", "numerical_err",
-    "nrt_model_switch", "timestamp_sync_point", "hw_notify",
-})
 EXEC_EVENT = "nc_exec_running"
 SYNC_EVENT = "timestamp_sync_point"
 
@@ -46,6 +43,9 @@ WAIT_EVENTS = ("cc_exec_barrier",)
 #: Hardware events that mark a moment or a condition rather than occupy the NeuronCore:
 #: clock sync points, notifications, errors, model switches.
 MARKER_EVENTS = ("timestamp_sync_point", "hw_notify", "numerical_err", "nrt_model_switch")
+#: System-trace events that happen on the device (documented vocabulary, formats.md §5):
+#: the ones above.
+HARDWARE_EVENTS = frozenset(COMPUTE_EVENTS + WAIT_EVENTS + MARKER_EVENTS)
 #: Device tables whose rows are DMA transfers (Explorer ``DmaPacket``, device JSON
 #: ``dma``), and ones that only summarise busy time (``ActiveTime``).
 TRANSFER_TABLES = ("DmaPacket", "dma")
@@ -57,12 +57,8 @@ LOAD_CALLS = ("nrt_load", "nrt_load_collectives")
 SYNC_CALLS = r"(?i)^kbl_exec_wait$|^nrt_.*(sync|wait)"
 #: Runtime events that move a tensor between host and device.
 COPY_DIRECTIONS: dict[str, str] = {
-    "nrt_tensor_write": S.H2D,
-    "tensor_write": S.H2D,
-    "dmem_buf_copyin": S.H2D,
-    "nrt_tensor_read": S.D2H,
-    "tensor_read": S.D2H,
-    "dmem_buf_copyout": S.D2H,
+    **dict.fromkeys(("nrt_tensor_write", "tensor_write", "dmem_buf_copyin"), S.H2D),
+    **dict.fromkeys(("nrt_tensor_read", "tensor_read", "dmem_buf_copyout"), S.D2H),
 }
 
 #: Legacy JSON ``type`` of a framework event (11 is a runtime API event).
@@ -71,9 +67,6 @@ FRAMEWORK_TYPE = 99999
 #: A time at or after this many ns is taken as epoch-based (1970 + 11.6 days); device
 #: timelines relative to a profile's start are far below it.
 EPOCH_MIN_NS = 10**15
-
-PID_LABEL = S.PID_LABEL
-TID_LABEL = S.TID_LABEL
 
 BATCH_SCHEMA = S.reader_schema(
     S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.ROLE, S.DIRECTION, S.START_NS, S.DUR_NS,
@@ -157,6 +150,14 @@ def to_batch(df: pl.DataFrame) -> pa.RecordBatch:
     return table.to_batches()[0]
 
 
+def events(fmt: str, fill: Callable[[Events], Iterator[Batch]]) -> Events:
+    """The events of a reader of format ``fmt`` whose batches are ``fill(events)``: a
+    generator that sets the other fields of ``events`` once its batches are read."""
+    ev = Events(batches=iter(()), format=fmt)
+    ev.batches = fill(ev)
+    return ev
+
+
 def engine(name: pl.Expr) -> pl.Expr:
     """Engine names as one spelling: ``Tensor``, ``tensor`` -> ``tensor``."""
     return name.str.strip_chars().str.to_lowercase()
@@ -218,15 +219,18 @@ def args_json(df: pl.DataFrame, columns: Iterable[str],
     return out.to_series().alias(S.ARGS)
 
 
+def json_text(v: Any) -> str | None:
+    """A decoded JSON value as text: a string as it is, anything else as its JSON (None
+    stays None)."""
+    return v if v is None or isinstance(v, str) else msgspec.json.encode(v).decode()
+
+
 def int_or_label(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     """Ids that may be numbers or text (``"1234"``, ``"Spans"``): int64 where the value
     is an integer (text digits included), and the original text where it is not."""
     text = values.cast(pl.String)
     num = text.str.strip_chars().cast(pl.Int64, strict=False)
-    label = pl.DataFrame({"t": text, "n": num}).select(
-        pl.when(pl.col("n").is_null()).then(pl.col("t"))
-    ).to_series()
-    return num, label
+    return num, text.zip_with(num.is_null(), pl.Series([None], dtype=pl.String))
 
 
 _NUM = re.compile(r"\d+")

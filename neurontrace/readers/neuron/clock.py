@@ -163,11 +163,7 @@ def _by_windows(executions: pl.DataFrame, host: pl.DataFrame) -> Placement:
     if not pairs:  # no duration agrees: in order, as far as both go
         pairs = [(k, k) for k in range(min(d.height, h.height))]
         method = "order"
-    di = pl.Series("di", [i for i, _ in pairs], _I64)
-    hi = pl.Series("hi", [j for _, j in pairs], _I64)
-    dp = d.with_row_index("di").with_columns(pl.col("di").cast(_I64)).join(
-        pl.DataFrame([di, hi]), on="di")
-    paired = dp.join(h.with_row_index("hi").with_columns(pl.col("hi").cast(_I64)), on="hi")
+    paired = pl.concat([d[[i for i, _ in pairs]], h[[j for _, j in pairs]]], how="horizontal")
     windows = paired.select(
         pl.col("d_start").cast(_I64),
         (pl.col("start") - pl.col("d_start")).cast(_I64).alias("offset"),

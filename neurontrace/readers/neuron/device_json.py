@@ -143,9 +143,7 @@ class DeviceJsonReader:
         return bool(_DEVICE_HEAD.search(head))
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        ev = Events(batches=iter(()), format=self.name)
-        ev.batches = self._batches(path, diag, ev)
-        return ev
+        return N.events(self.name, lambda ev: self._batches(path, diag, ev))
 
     def _batches(self, path: Path, diag: Diagnostics, ev: Events) -> Iterator[pa.RecordBatch]:
         doc = _load(path, diag)
@@ -183,9 +181,7 @@ class DeviceJsonReader:
             "format": "device-profile-json",
             "tables": {"Summary": summary, "Metadata": meta},
             "instruction_usage_rows": len(usage) if isinstance(usage, list) else None,
-            "other_keys": sorted(k for k in doc if k not in
-                                 ("summary", "instruction", "dma", "metadata",
-                                  "instruction_usage")),
+            "other_keys": sorted(k for k in doc if k not in (*DEVICE_KEYS, "metadata")),
         }}
         ev.clock = {"base_time_ns": 0, "method": "none", "time_unit": unit,
                     "calibration": calib,
@@ -195,21 +191,9 @@ class DeviceJsonReader:
 def _frame(rows: list[dict[str, Any]], used: tuple[str, ...],
            taken: tuple[str, ...]) -> pl.DataFrame:
     """Columns ``used`` as text, and ``args``: each row less the fields ``taken``."""
-    enc = msgspec.json.Encoder()
-
     rows = [_attrs_decoded(r) for r in rows]
-
-    def col(key: str) -> list[str | None]:
-        out = []
-        for r in rows:
-            v = r.get(key)
-            out.append(None if v is None else v if isinstance(v, str) else
-                       enc.encode(v).decode())
-        return out
-
-    data: dict[str, list[Any]] = {k: col(k) for k in used}
-    data[S.ARGS] = [enc.encode({k: v for k, v in r.items() if k not in taken}).decode()
-                    for r in rows]
+    data = {k: [N.json_text(r.get(k)) for r in rows] for k in used}
+    data[S.ARGS] = [N.json_text({k: v for k, v in r.items() if k not in taken}) for r in rows]
     return pl.DataFrame(data, schema={k: pl.String for k in data})
 
 

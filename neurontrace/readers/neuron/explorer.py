@@ -33,6 +33,7 @@ Columns this reader does not know go to ``args``; missing optional columns are n
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,22 +50,23 @@ from neurontrace.readers.neuron import explorer_folders as F
 from neurontrace.readers.neuron import explorer_rows as R
 from neurontrace.readers.neuron import explorer_types as T
 from neurontrace.readers.neuron.clock import Placement, place
-from neurontrace.readers.neuron.explorer_folders import (
-    DEVICE_TABLES,
-    SIDE_ROWS,
-    SIDE_TABLES,
-    SYSTEM,
-    DeviceProfile,
-    bound_folders,
-    device_profiles,
-    is_explorer_folder,
-    tables,
-)
-
-__all__ = ["DEVICE_TABLES", "SYSTEM", "DeviceProfile", "ExplorerReader", "bound_folders",
-           "device_profiles", "is_explorer_folder", "tables"]
+from neurontrace.readers.neuron.explorer_folders import DEVICE_TABLES, SYSTEM, DeviceProfile
 
 BATCH_ROWS = 256 * 1024
+#: Side tables, by name: their rows (at most :data:`.explorer_folders.SIDE_ROWS`).
+Side = dict[str, list[dict[str, Any]]]
+
+
+@dataclass
+class _Host:
+    """What places device timelines on host time: the system table's ``nc_exec_running``
+    per execution (``windows``: ``nc``, ``pid``, ``model``, ``start``, ``end``,
+    ``execution``) and sync points (``syncs``: ``host_ts``, ``device_ts``), and the
+    placements made so far, by NeuronCore label."""
+
+    windows: pl.DataFrame
+    syncs: pl.DataFrame
+    placements: dict[str, Placement] = field(default_factory=dict)
 
 
 class ExplorerReader:
@@ -72,68 +74,59 @@ class ExplorerReader:
     description = "Neuron Explorer Parquet folder (neuron-explorer view --output-format parquet)"
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        return is_explorer_folder(path)
+        return F.is_explorer_folder(path)
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        if not is_explorer_folder(path):  # --format neuron-explorer on something else
+        if not F.is_explorer_folder(path):  # --format neuron-explorer on something else
             raise BadInput(f"{shown(path)}: not a Neuron Explorer folder (a folder of "
                            f"<table>.parquet files with {SYSTEM} or one of "
                            f"{', '.join(DEVICE_TABLES)})")
-        ev = Events(batches=iter(()), format=self.name)
-        ev.batches = _Read(path, diag, progress, ev).batches()
-        return ev
+        return N.events(self.name, _Read(path, diag, progress).batches)
 
 
 class _Read:
-    def __init__(self, folder: Path, diag: Diagnostics, progress: Progress | None,
-                 ev: Events) -> None:
+    def __init__(self, folder: Path, diag: Diagnostics, progress: Progress | None) -> None:
         self.folder = folder
         self.diag = diag
         self.progress = progress
-        self.ev = ev
-        self.tables = tables(folder)
+        self.tables = F.tables(folder)
         self.total = sum(p.stat().st_size for ps in self.tables.values() for p in ps)
         self.done = 0
         self.noted: set[str] = set()
 
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        side = {t: self._side(t) for t in SIDE_TABLES if t in self.tables}
+    def batches(self, ev: Events) -> Iterator[pa.RecordBatch]:
+        side = self._side(F.SIDE_TABLES)
         majors: set[str] = set()  # unknown major versions warned about in this read
         version = F.schema_version(side.get("Metadata"), self.folder, self.diag, majors)
-        host, syncs = self._host_windows()
+        host = self._host_windows()
         for frame in self._frames(SYSTEM):
             yield N.to_batch(R.system_rows(frame, self.diag, self.folder))
-        placements: dict[str, Placement] = {}
         if self.tables.keys() & set(DEVICE_TABLES):
             nc_default = F.profile_nc(self.folder, side.get("Metadata"), self.diag)
-            yield from self.device_batches(nc_default, None, host, syncs,
-                                           side.get("ExecutionInfo"), placements,
-                                           F.bridge(side.get("Metadata")))
+            yield from self.device_batches(nc_default, None, side, host)
         profiles = F.device_profiles(self.folder, side.get("DeviceProfileList"), self.diag)
         for prof in profiles:
-            sub = _Read(prof.folder, self.diag, None, self.ev)
-            sub_side = {t: sub._side(t) for t in ("Metadata", "ExecutionInfo")
-                        if t in sub.tables}
+            sub = _Read(prof.folder, self.diag, None)
+            sub_side = sub._side(("Metadata", "ExecutionInfo"))
             if sub_side.get("Metadata"):
                 F.schema_version(sub_side["Metadata"], prof.folder, self.diag, majors)
             nc = (prof.nc_id if prof.nc_id is not None
                   else F.profile_nc(prof.folder, sub_side.get("Metadata"), self.diag))
-            yield from sub.device_batches(nc, prof, host, syncs, sub_side.get("ExecutionInfo"),
-                                          placements, F.bridge(sub_side.get("Metadata")))
-        self.ev.trace = {"neuron": {
+            yield from sub.device_batches(nc, prof, sub_side, host)
+        ev.trace = {"neuron": {
             "format": "explorer-parquet",
             "profile_schema_version": version,
             "tables": side,
             "tables_read": sorted(t for t in self.tables if t in (SYSTEM, *DEVICE_TABLES)),
             "tables_not_read": sorted(
-                t for t in self.tables if t not in (SYSTEM, *DEVICE_TABLES, *SIDE_TABLES)
+                t for t in self.tables if t not in (SYSTEM, *DEVICE_TABLES, *F.SIDE_TABLES)
             ),
             **({"device_profiles": [p.describe() for p in profiles]} if profiles else {}),
         }}
-        self.ev.clock = {
+        ev.clock = {
             "base_time_ns": 0,
             "host": "SystemProfileEvents start_ts, epoch ns, exact",
-            "device": {label: p.describe() for label, p in placements.items()},
+            "device": {label: p.describe() for label, p in host.placements.items()},
             "note": "host and device clocks are not synchronised; device times are "
                     "placed on host time by the method given per NeuronCore",
         }
@@ -176,17 +169,20 @@ class _Read:
                 self.noted.add(message)
                 self.diag.warn(code, message, n)
 
-    def _side(self, table: str) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
-        for df in self._frames(table, None):
-            rows.extend(df.head(SIDE_ROWS - len(rows)).to_dicts())
-            if len(rows) >= SIDE_ROWS:
-                self.diag.warn("side_table_truncated",
-                               f"{shown(self.folder)}: {table} kept to its first {SIDE_ROWS} rows")
-                break
-        return rows
+    def _side(self, names: tuple[str, ...]) -> Side:
+        """The rows of the side tables ``names`` this folder has."""
+        side: Side = {}
+        for table in (t for t in names if t in self.tables):
+            rows = side[table] = []
+            for df in self._frames(table, None):
+                rows.extend(df.head(F.SIDE_ROWS - len(rows)).to_dicts())
+                if len(rows) >= F.SIDE_ROWS:
+                    self.diag.warn("side_table_truncated", f"{shown(self.folder)}: {table} "
+                                   f"kept to its first {F.SIDE_ROWS} rows")
+                    break
+        return side
 
-    def _host_windows(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def _host_windows(self) -> _Host:
         """``nc_exec_running`` per execution and sync points, from the system table."""
         cols = ["name", "start_ts", "end_ts", "duration_ns", "nc_idx", "flow_id",
                 "extra_attributes_json", "process_id"]
@@ -200,7 +196,7 @@ class _Read:
                                        S.EXECUTION: pl.String})
         empty_s = pl.DataFrame(schema={"host_ts": pl.Int64, "device_ts": pl.Int64})
         if not parts:
-            return empty_h, empty_s
+            return _Host(empty_h, empty_s)
         df = pl.concat(parts, how="diagonal_relaxed")
         df = df.with_columns(N.int_or_label(df.get_column("process_id"))[0].alias("_pid"))
         ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
@@ -221,28 +217,22 @@ class _Read:
                                 pl.col("start_ts").cast(pl.Int64)),
             device_ts=R.json_int("extra_attributes_json", R.SYNC_DEVICE_KEYS),
         ).drop_nulls()
-        return host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs
+        return _Host(host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs)
 
     # -- device tables ----------------------------------------------------------------
 
-    def device_batches(self, nc_default: int | None, prof: DeviceProfile | None,
-                       host: pl.DataFrame, syncs: pl.DataFrame,
-                       execinfo: list[dict[str, Any]] | None,
-                       placements: dict[str, Placement],
-                       bridge_ns: int | None = None) -> Iterator[pa.RecordBatch]:
-        """This folder's device tables, placed on host time; with ``prof`` (a bound device
-        folder) its rows carry the profile's instance and process. ``bridge_ns``: see
-        :func:`.clock.place`."""
+    def device_batches(self, nc_default: int | None, prof: DeviceProfile | None, side: Side,
+                       host: _Host) -> Iterator[pa.RecordBatch]:
+        """This folder's device tables, placed on host time by ``host`` and this folder's
+        ``side`` tables (``ExecutionInfo``; ``Metadata``: :func:`.explorer_folders.bridge`);
+        with ``prof`` (a bound device folder) its rows carry the profile's instance and
+        process."""
         for table in DEVICE_TABLES:
             for frame in self._frames(table):
-                yield from self._device(table, frame, nc_default, prof, host, syncs,
-                                        execinfo, placements, bridge_ns)
+                yield from self._device(table, frame, nc_default, prof, side, host)
 
     def _device(self, table: str, df: pl.DataFrame, nc_default: int | None,
-                prof: DeviceProfile | None, host: pl.DataFrame, syncs: pl.DataFrame,
-                execinfo: list[dict[str, Any]] | None,
-                placements: dict[str, Placement],
-                bridge_ns: int | None) -> Iterator[pa.RecordBatch]:
+                prof: DeviceProfile | None, side: Side, host: _Host) -> Iterator[pa.RecordBatch]:
         if "start_ts" not in df.columns:
             raise BadInput(f"{shown(self.folder)}/{table}: no start_ts column")
         df = R.with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
@@ -255,19 +245,17 @@ class _Read:
         for (nc,), part in df.group_by("_nc", maintain_order=True):
             nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]
             label = prof.label(nc_i) if prof else ("nc ?" if nc_i is None else f"nc {nc_i}")
-            if label not in placements:
-                placements[label] = self._placement(table, nc_i, prof, host, syncs, execinfo,
-                                                    bridge_ns)
-            rows = placements[label].apply(R.device_rows(table, part))
+            if label not in host.placements:
+                host.placements[label] = self._placement(table, nc_i, prof, side, host)
+            rows = host.placements[label].apply(R.device_rows(table, part))
             if prof is not None:
                 rows = rows.with_columns(pl.lit(prof.instance_id, pl.String).alias(S.INSTANCE_ID),
                                          pl.lit(prof.process_id, pl.Int64).alias(S.PID),
                                          pl.lit(prof.model_id, pl.Int64).alias(S.MODEL_ID))
             yield N.to_batch(rows)
 
-    def _placement(self, table: str, nc: int | None, prof: DeviceProfile | None,
-                   host: pl.DataFrame, syncs: pl.DataFrame,
-                   execinfo: list[dict[str, Any]] | None, bridge_ns: int | None) -> Placement:
+    def _placement(self, table: str, nc: int | None, prof: DeviceProfile | None, side: Side,
+                   host: _Host) -> Placement:
         starts: list[int] = []
         for t in DEVICE_TABLES:
             for df in self._frames(t, ["start_ts", "nc_idx"]):
@@ -279,20 +267,21 @@ class _Read:
                 if s is not None:
                     starts.append(s)
         device_start = min(starts, default=None)
+        windows = host.windows
         if prof is not None and prof.process_id is not None:
             # nc_idx is process-local: another process's NeuronCore 0 is not this one.
-            host = host.filter(pl.col("pid").is_null() | (pl.col("pid") == prof.process_id))
+            windows = windows.filter(pl.col("pid").is_null() | (pl.col("pid") == prof.process_id))
         if prof is not None and prof.model_id is not None:
             # The profile is one model's: pair only with that model's executions.
-            host = host.filter(pl.col("model").is_null()
-                               | (pl.col("model") == prof.model_id))
-        ncs = host.get_column("nc").unique().drop_nulls().to_list()
+            windows = windows.filter(pl.col("model").is_null()
+                                     | (pl.col("model") == prof.model_id))
+        ncs = windows.get_column("nc").unique().drop_nulls().to_list()
         if nc is not None:
-            host = host.filter(pl.col("nc") == nc)
+            windows = windows.filter(pl.col("nc") == nc)
         elif len(ncs) > 1:
-            host = host.clear()  # which NeuronCore's executions? unknown: do not guess
-        executions = R.executions(execinfo, nc)
-        p = place(device_start, executions, host.drop("pid", "model"), syncs, bridge_ns)
+            windows = windows.clear()  # which NeuronCore's executions? unknown: do not guess
+        p = place(device_start, R.executions(side.get("ExecutionInfo"), nc),
+                  windows.drop("pid", "model"), host.syncs, F.bridge(side.get("Metadata")))
         if p.method == "none":
             self.diag.warn("device_clock_unplaced",
                            f"{shown(self.folder)}/{table}: nothing places NeuronCore {nc}'s "

@@ -17,12 +17,15 @@ from neurontrace.readers.neuron.explorer_folders import SYSTEM
 
 LAYER_OF_SOURCE = {"framework": S.FRAMEWORK, "neuron_rt": S.RUNTIME, "neuron_hw": S.DEVICE}
 
-_SYSTEM_USED = {"name", "start_ts", "end_ts", "duration_ns", "trace_event_source",
-                "instance_id", "process_id", "thread_id", "nc_idx", "flow_id",
-                "framework_stream_id"}
-_SYSTEM_KNOWN = _SYSTEM_USED | {"id", "pcore_idx", "worker_gid", "extra_attributes_json"}
+#: System-table columns read (the last four are kept in ``args`` too).
+_SYSTEM_KNOWN = {"name", "start_ts", "end_ts", "duration_ns", "trace_event_source",
+                 "instance_id", "process_id", "thread_id", "nc_idx", "flow_id",
+                 "framework_stream_id", "id", "pcore_idx", "worker_gid", "extra_attributes_json"}
 _DEVICE_USED = {"start_ts", "end_ts", "duration_ns", "nc_idx", "engine", "opcode",
                 "queue_name"}
+#: Device-table columns that may be missing, and are left out of ``args`` where null.
+_DEVICE_OPTIONAL = ("engine", "opcode", "queue_name", "transfer_bytes", "read_bytes",
+                    "write_bytes")
 #: Keys of ``extra_attributes_json`` read into columns (exec id, bytes, device time of a
 #: sync point); the device-time keys are unconfirmed on a real capture.
 _EXEC_KEYS = ("exec_id", "execution_id")
@@ -124,7 +127,7 @@ def system_rows(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFra
         start_ns(df, diag, f"{shown(folder)}/{SYSTEM}").alias(S.START_NS),
         duration().fill_null(0).clip(0).alias(S.DUR_NS),
         pid.alias(S.PID), tid.alias(S.TID),
-        pid_label.alias(N.PID_LABEL), tid_label.alias(N.TID_LABEL),
+        pid_label.alias(S.PID_LABEL), tid_label.alias(S.TID_LABEL),
         nc.alias(S.DEVICE_COL),
         pl.col("framework_stream_id").cast(pl.Int64, strict=False).alias(S.STREAM),
         json_int("extra_attributes_json", _SIZE_KEYS).alias(S.BYTES),
@@ -150,8 +153,7 @@ def device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
     """One device table's frame (with ``_nc``, start_ns, dur_ns) as event columns."""
     nc = pl.col("_nc")
     pcore = pl.col("pcore_idx").cast(pl.Int64, strict=False)
-    df = with_defaults(df, ["engine", "opcode", "queue_name", "transfer_bytes",
-                             "read_bytes", "write_bytes"])
+    df = with_defaults(df, list(_DEVICE_OPTIONAL))
     eng = N.engine(pl.col("engine").cast(pl.String).fill_null("unknown"))
     if table == "Instruction":
         name = pl.col("opcode").cast(pl.String).fill_null("instruction")
@@ -169,9 +171,7 @@ def device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
         moved = pl.lit(None, pl.Int64)
     used = {"_nc", S.START_NS, S.DUR_NS, *_DEVICE_USED}
     present = [c for c in df.columns if c not in used
-               and not (c in ("transfer_bytes", "read_bytes", "write_bytes", "engine",
-                              "opcode", "queue_name") and df.get_column(c).null_count()
-                        == df.height)]
+               and not (c in _DEVICE_OPTIONAL and df.get_column(c).null_count() == df.height)]
     args = N.args_json(df, present)
     return df.select(
         pl.lit(S.DEVICE).alias(S.LAYER),

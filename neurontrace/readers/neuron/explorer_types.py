@@ -4,6 +4,7 @@ cannot take read as text or left out (:func:`importable`), each change a warning
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -16,32 +17,21 @@ from neurontrace.readers.neuron.explorer_folders import DEVICE_TABLES, SYSTEM
 #: A warning about a table's columns: (code, message, count).
 Note = tuple[str, str, int]
 
-#: Event-table columns read as integers (int64) ...
-INT_COLUMNS = frozenset({"start_ts", "end_ts", "duration_ns", "nc_idx", "pcore_idx",
-                         "framework_stream_id", "transfer_bytes", "read_bytes",
-                         "write_bytes"})
-#: ... as text ...
-TEXT_COLUMNS = frozenset({"name", "trace_event_source", "instance_id", "engine", "opcode",
-                          "queue_name", "extra_attributes_json"})
-#: ... as integers where they are, else as text (``int_or_label``) ...
-ID_COLUMNS = frozenset({"process_id", "thread_id"})
-#: ... and as a list of flow ids (or text holding them).
-FLOW_COLUMN = "flow_id"
+#: How each event-table column is read: as integers (int64), as text, as integers where
+#: they are, else as text (``int_or_label``: ``id``), as a list of flow ids (or text
+#: holding them); any other column is ``other``.
+KINDS: dict[str, str] = {
+    **dict.fromkeys(("start_ts", "end_ts", "duration_ns", "nc_idx", "pcore_idx",
+                     "framework_stream_id", "transfer_bytes", "read_bytes", "write_bytes"),
+                    "int"),
+    **dict.fromkeys(("name", "trace_event_source", "instance_id", "engine", "opcode",
+                     "queue_name", "extra_attributes_json"), "text"),
+    **dict.fromkeys(("process_id", "thread_id"), "id"),
+    "flow_id": "flow",
+}
 #: Columns without which an event table is refused.
 REQUIRED: dict[str, tuple[str, ...]] = {SYSTEM: ("name", "start_ts"),
                                         **{t: ("start_ts",) for t in DEVICE_TABLES}}
-_EXPECTED = {"int": "integers", "text": "text", "id": "integers or text",
-             "flow": "a list of flow ids", "other": "a type Polars can encode as JSON"}
-
-
-def _kind(name: str) -> str:
-    if name in INT_COLUMNS:
-        return "int"
-    if name in TEXT_COLUMNS:
-        return "text"
-    if name in ID_COLUMNS:
-        return "id"
-    return "flow" if name == FLOW_COLUMN else "other"
 
 
 def importable(batch: pa.RecordBatch, path: Path) -> tuple[pl.DataFrame, list[Note]]:
@@ -114,8 +104,8 @@ def polars_takes(t: pa.DataType) -> bool:
 
 def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, list[Note]]:
     """An event table's frame with each column of the type this reader reads it as
-    (:data:`INT_COLUMNS`, :data:`TEXT_COLUMNS`, :data:`ID_COLUMNS`, :data:`FLOW_COLUMN`;
-    any other column, kept in ``args``, as something Polars encodes as JSON: bytes as
+    (:data:`KINDS`; any other column, kept in ``args``, as something Polars encodes as
+    JSON: bytes as
     hex). Text of digits, floats, unsigned and temporal integers convert to integers,
     values that do not (``"abc"``, ``1e30``) are read as missing; a column that cannot
     convert at all (a list where a number belongs) is refused if :data:`REQUIRED`, else
@@ -124,43 +114,28 @@ def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, lis
     fixed: list[pl.Series] = []
     dropped: list[str] = []
     for name, dtype in df.schema.items():
-        kind = _kind(name)
+        expected, read = _READ[KINDS.get(name, "other")]
         s = df.get_column(name)
-        out = _as(kind, s)
+        out = read(s)
         if out is s:
             continue
         if out is None:
             if name in REQUIRED.get(table, ()):
                 raise BadInput(f"{shown(path)}: column {name!r} is {dtype}, not "
-                               f"{_EXPECTED[kind]}")
+                               f"{expected}")
             notes.append(("explorer_column_type", f"{shown(path)}: column {name!r} is "
-                          f"{dtype}, not {_EXPECTED[kind]}; left out", 1))
+                          f"{dtype}, not {expected}; left out", 1))
             dropped.append(name)
             continue
         lost = out.null_count() - s.null_count()
         if lost > 0:
             notes.append(("explorer_bad_value", f"{shown(path)}: {lost} value(s) of column "
-                          f"{name!r} ({dtype}) are not {_EXPECTED[kind]}; read as missing",
+                          f"{name!r} ({dtype}) are not {expected}; read as missing",
                           lost))
         fixed.append(out.alias(name))
     if fixed:
         df = df.with_columns(fixed)
     return (df.drop(dropped) if dropped else df), notes
-
-
-def _as(kind: str, s: pl.Series) -> pl.Series | None:
-    """``s`` as read for ``kind``: ``s`` itself when it already is, None when it cannot
-    be."""
-    dt = s.dtype
-    if kind == "int":
-        return s if dt == pl.Int64 else _to_int(s)
-    if kind == "text":
-        return s if dt == pl.String else _to_text(s)
-    if kind == "id":
-        return s if dt == pl.String or dt.is_integer() else _to_text(s)
-    if kind == "flow":
-        return _to_flows(s)
-    return _json_safe(s)
 
 
 def _to_int(s: pl.Series) -> pl.Series | None:
@@ -229,3 +204,15 @@ def _holds_bytes(dt: pl.DataType | pl.datatypes.DataTypeClass) -> bool:
     if isinstance(dt, pl.Struct):
         return any(_holds_bytes(f.dtype) for f in dt.fields)
     return dt.is_nested() and "Binary" in str(dt)  # a nesting not named above (a map)
+
+
+#: Per kind of column (:data:`KINDS`): what its values are said to be in warnings, and
+#: the column as read: itself when it already is, None when it cannot be.
+_READ: dict[str, tuple[str, Callable[[pl.Series], pl.Series | None]]] = {
+    "int": ("integers", lambda s: s if s.dtype == pl.Int64 else _to_int(s)),
+    "text": ("text", lambda s: s if s.dtype == pl.String else _to_text(s)),
+    "id": ("integers or text",
+           lambda s: s if s.dtype == pl.String or s.dtype.is_integer() else _to_text(s)),
+    "flow": ("a list of flow ids", _to_flows),
+    "other": ("a type Polars can encode as JSON", _json_safe),
+}

@@ -49,13 +49,13 @@ from neurontrace.errors import BadInput, ToolMissing
 from neurontrace.io import scratch
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Batch, Events, Progress, Source
-from neurontrace.readers.neuron.explorer import ExplorerReader, is_explorer_folder
+from neurontrace.readers.neuron.explorer import ExplorerReader
+from neurontrace.readers.neuron.explorer_folders import is_explorer_folder
 
 #: The converter to Parquet. ``neuron-profile`` (its name before Neuron Explorer) writes
 #: legacy JSON only: it refuses ``--output-format parquet``.
 EXPLORER = "neuron-explorer"
 LEGACY = "neuron-profile"
-TOOLS = (EXPLORER,)
 SYSTEM_TRACE = "ntrace.pb"
 #: A sibling folder of NEFFs (vLLM-style runs keep them apart from the NTFFs).
 NEFF_FOLDER = "neffs"
@@ -95,7 +95,7 @@ class RawReader:
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         raise BadInput(f"{path}: a raw Neuron capture is read through convert, which runs "
-                       f"{TOOLS[0]} into a cache folder")
+                       f"{EXPLORER} into a cache folder")
 
     def expand(self, path: Path, cache: Path) -> list[Source]:
         folder = explorer_output(view_args(path), path, cache)

@@ -24,6 +24,7 @@ name, else the capture's position in (instance, pid, timestamp) order.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -49,11 +50,8 @@ from neurontrace.readers.base import (
 from neurontrace.readers.jsonstream import read_head
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
-from neurontrace.readers.neuron.explorer import (
-    ExplorerReader,
-    bound_folders,
-    is_explorer_folder,
-)
+from neurontrace.readers.neuron.explorer import ExplorerReader
+from neurontrace.readers.neuron.explorer_folders import bound_folders, is_explorer_folder
 from neurontrace.readers.neuron.raw import SYSTEM_TRACE, explorer_output, pair_neff, view_args
 from neurontrace.readers.neuron.system_json import LiveFetchReader, SystemJsonReader
 
@@ -161,9 +159,7 @@ class RunReader:
     def expand(self, path: Path, cache: Path) -> list[Source]:
         caps = [inspect(f) for f in capture_folders(path)]
         caps.sort(key=lambda c: (c.instance, c.pid, c.folder.name))
-        per_pid: dict[tuple[str, int], int] = {}
-        for c in caps:
-            per_pid[(c.instance, c.pid)] = per_pid.get((c.instance, c.pid), 0) + 1
+        per_pid = Counter((c.instance, c.pid) for c in caps)
         order = {k: i for i, k in enumerate(dict.fromkeys((c.instance, c.pid) for c in caps))}
         sources = []
         for c in caps:
@@ -206,10 +202,8 @@ def merge(parts: list[tuple[str, Path, Events]], cap: Capture, diag: Diagnostics
     A Kineto part comes first: its ``start_ns`` are relative to its base time, known only
     once it is read; the Neuron parts (epoch ns) are then shifted by that base.
     """
-    out = Events(batches=iter(()), format=RunReader.name)
     kineto = bool(parts) and parts[0][0] == KinetoReader.name
-    out.batches = _merged(parts, cap, kineto, out, diag)
-    return out
+    return N.events(RunReader.name, lambda out: _merged(parts, cap, kineto, out, diag))
 
 
 def _merged(parts: list[tuple[str, Path, Events]], cap: Capture, kineto: bool,

@@ -32,25 +32,18 @@ from neurontrace.readers.base import Events, Progress
 from neurontrace.readers.jsonstream import ArrayStream
 
 _DICTS = msgspec.json.Decoder(list[Any])
-_ENC = msgspec.json.Encoder()
 
 #: Fields that become columns; all others stay in ``args``.
 _SYSTEM_USED = ("name", "timestamp", "duration", "type", "process_id", "thread_id",
                 "instance_id", "lnc_idx", "size")
-
-
-def _decode(data: bytes) -> list[Any]:
-    return _DICTS.decode(data)
+#: Fields read as integers.
+_INTS = ("timestamp", "nc_start_timestamp_ns", "duration", "type", "lnc_idx", "nc_idx",
+         "device_core_idx", "size")
 
 
 def _text(v: Any) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return _ENC.encode(v).decode()
+    """``v`` as text (:func:`.json_text`), a float holding an integer as that integer."""
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else N.json_text(v)
 
 
 def _column(items: list[dict[str, Any]], key: str) -> pl.Series:
@@ -62,11 +55,9 @@ def _ints(items: list[dict[str, Any]], key: str) -> pl.Series:
 
 
 def _args(items: list[dict[str, Any]], used: tuple[str, ...]) -> pl.Series:
-    out = []
-    for e in items:
-        rest = {k: v for k, v in e.items() if k not in used}
-        out.append(_ENC.encode(rest).decode() if rest else None)
-    return pl.Series(S.ARGS, out, pl.String)
+    """Each item less the fields ``used``, as JSON; null where nothing is left."""
+    rests = ({k: v for k, v in e.items() if k not in used} for e in items)
+    return pl.Series(S.ARGS, [N.json_text(rest or None) for rest in rests], pl.String)
 
 
 class SystemJsonReader:
@@ -77,16 +68,14 @@ class SystemJsonReader:
         return b'"trace_event"' in head
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        ev = Events(batches=iter(()), format=self.name)
-        ev.batches = self._batches(path, diag, progress, ev)
-        return ev
+        return N.events(self.name, lambda ev: self._batches(path, diag, progress, ev))
 
     def _batches(self, path: Path, diag: Diagnostics, progress: Progress | None,
                  ev: Events) -> Iterator[pa.RecordBatch]:
         total = path.stat().st_size
         stream = ArrayStream(path, b"trace_event")
         index = 0
-        for chunk in stream.decoded(_decode):
+        for chunk in stream.decoded(_DICTS.decode):
             values = chunk.value or []
             items = [e if isinstance(e, dict) else {"name": "", "value": e} for e in values]
             bad = sum(not isinstance(e, dict) for e in values)
@@ -117,20 +106,13 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
     ], pl.String)
     pid, pid_label = N.int_or_label(_column(items, "process_id"))
     tid, tid_label = N.int_or_label(_column(items, "thread_id"))
-    df = pl.DataFrame({
-        "name": name.fill_null(""), "ts": _ints(items, "timestamp"),
-        "nc_ts": _ints(items, "nc_start_timestamp_ns"),
-        "dur": _ints(items, "duration"), "type": _ints(items, "type"),
-        "type_text": _column(items, "type"),
-        "lnc_idx": _ints(items, "lnc_idx"), "nc_idx": _ints(items, "nc_idx"),
-        "core_idx": _ints(items, "device_core_idx"),
-        "exec_id": exec_id, "size": _ints(items, "size"),
-        "instance": _column(items, "instance_id"),
-        "group": _column(items, "group"),
-    }).with_columns(
-        start=pl.coalesce("ts", "nc_ts"),
+    df = pl.DataFrame([
+        name.fill_null(""), exec_id, _column(items, "type").alias("type_text"),
+        *(_column(items, k) for k in ("instance_id", "group")), *(_ints(items, k) for k in _INTS),
+    ]).with_columns(
+        start=pl.coalesce("timestamp", "nc_start_timestamp_ns"),
         lnc=pl.coalesce("lnc_idx", "nc_idx"),
-        core=pl.coalesce("core_idx", "nc_idx"),
+        core=pl.coalesce("device_core_idx", "nc_idx"),
     )
     missing = df.get_column("start").null_count()
     if missing:
@@ -149,22 +131,22 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
         layer.alias(S.LAYER),
         pl.coalesce("type_text", "group").alias(S.CATEGORY),
         pl.col("name").alias(S.NAME),
-        pl.when(pl.col("dur").is_not_null()).then(pl.lit(S.SPAN))
+        pl.when(pl.col("duration").is_not_null()).then(pl.lit(S.SPAN))
         .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
         pl.col("start").alias(S.START_NS),
-        pl.col("dur").fill_null(0).clip(0).alias(S.DUR_NS),
+        pl.col("duration").fill_null(0).clip(0).alias(S.DUR_NS),
         pl.col("lnc").alias(S.DEVICE_COL),
         pl.col("size").alias(S.BYTES),
         N.execution_key(pl.col("lnc"), pl.col("exec_id")).alias(S.EXECUTION),
-        pl.col("instance").alias(S.INSTANCE_ID),
-        pl.col("core_idx").alias(S.DEVICE_CORE),  # device_core_idx: within the device
+        pl.col("instance_id").alias(S.INSTANCE_ID),
+        pl.col("device_core_idx").alias(S.DEVICE_CORE),  # device_core_idx: within the device
         pl.when(layer == S.DEVICE).then(
             N.device_track(pl.col("lnc"), pl.col("name"), pl.col("core"))
         ).alias(S.TRACK),
     )
     return out.with_columns(
-        pid.alias(S.PID), tid.alias(S.TID), pid_label.alias(N.PID_LABEL),
-        tid_label.alias(N.TID_LABEL), _args(items, _SYSTEM_USED),
+        pid.alias(S.PID), tid.alias(S.TID), pid_label.alias(S.PID_LABEL),
+        tid_label.alias(S.TID_LABEL), _args(items, _SYSTEM_USED),
     )
 
 
@@ -176,14 +158,12 @@ class LiveFetchReader:
         return b'"events"' in head and (b'"tracking_id"' in head or b'"event_type"' in head)
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        ev = Events(batches=iter(()), format=self.name)
-        ev.batches = self._batches(path, diag, ev)
-        return ev
+        return N.events(self.name, lambda ev: self._batches(path, diag, ev))
 
     def _batches(self, path: Path, diag: Diagnostics, ev: Events) -> Iterator[pa.RecordBatch]:
         stream = ArrayStream(path, b"events")
         records: list[dict[str, Any]] = []
-        for chunk in stream.decoded(_decode):
+        for chunk in stream.decoded(_DICTS.decode):
             records.extend(e for e in chunk.value or [] if isinstance(e, dict))
         yield N.to_batch(live_frame(records, path, diag))
         ev.trace = {"neuron": {"format": "live-fetch-json", **stream.outer}}
@@ -192,28 +172,23 @@ class LiveFetchReader:
                               "placed on host time"}
 
 
+#: Live-fetch record fields read, by the column they become (and in ``data``).
+_LIVE_FIELDS = {"event_type": "event_type", "phase": "phase", "tracking_id": "tracking_id",
+                "nc": "nc_idx"}
+_LIVE_DATA = {"t": "nc_timestamp_ns", "exec_id": "exec_id", "core": "device_core_idx"}
+
+
 def live_frame(records: list[dict[str, Any]], path: Path, diag: Diagnostics) -> pl.DataFrame:
     """Start and stop records paired by ``(nc_idx, tracking_id)`` into spans."""
     def data(r: dict[str, Any], key: str) -> Any:
         d = r.get("data")
         return d.get(key) if isinstance(d, dict) else None
 
-    df = pl.DataFrame({
-        "event_type": [_text(r.get("event_type")) for r in records],
-        "phase": [_text(r.get("phase")) for r in records],
-        "tracking_id": [_text(r.get("tracking_id")) for r in records],
-        "nc": [_text(r.get("nc_idx")) for r in records],
-        "t": [_text(data(r, "nc_timestamp_ns")) for r in records],
-        "exec_id": [_text(data(r, "exec_id")) for r in records],
-        "core": [_text(data(r, "device_core_idx")) for r in records],
-        S.ARGS: [_ENC.encode(r).decode() for r in records],
-    }, schema={k: pl.String for k in ("event_type", "phase", "tracking_id", "nc", "t",
-                                      "exec_id", "core", S.ARGS)})
-    df = df.with_row_index("_i").with_columns(
-        pl.col("nc").cast(pl.Int64, strict=False),
-        pl.col("t").cast(pl.Int64, strict=False),
-        pl.col("core").cast(pl.Int64, strict=False),
-    )
+    cols = {c: [_text(r.get(k)) for r in records] for c, k in _LIVE_FIELDS.items()}
+    cols |= {c: [_text(data(r, k)) for r in records] for c, k in _LIVE_DATA.items()}
+    cols[S.ARGS] = [N.json_text(r) for r in records]
+    df = pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.String)).with_row_index("_i") \
+        .with_columns(pl.col("nc", "t", "core").cast(pl.Int64, strict=False))
     key = ["nc", "tracking_id"]
     starts = df.filter(pl.col("phase") == "start")
     stops = df.filter(pl.col("phase") == "stop").select(
