@@ -42,6 +42,8 @@ def microseconds_to_ns(values: Sequence[bytes]) -> tuple[pa.Array, list[int]]:
     return decimal_text_to_ns(pl.Series("t", texts, pl.String))
 
 
+#: The range of int64 (of nanoseconds).
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 _POWERS = np.array([1, 10, 100, 1000], np.int64)
 
 
@@ -86,7 +88,7 @@ def _fast_ns(joined: bytes, n: int) -> pa.Array | None:
 
 def _fits(raw: np.ndarray, scale: np.ndarray | int) -> bool:
     """Whether ``raw * scale`` fits int64 (``scale`` positive) for every value."""
-    return bool(np.all(raw <= _I64_MAX // scale) & np.all(raw >= -(_I64_MAX // scale)))
+    return bool(np.all(raw <= I64_MAX // scale) & np.all(raw >= -(I64_MAX // scale)))
 
 
 def decimal_text_to_ns(texts: pl.Series, scale: int = 1000) -> tuple[pa.Array, list[int]]:
@@ -136,8 +138,6 @@ def decimal_text_to_ns(texts: pl.Series, scale: int = 1000) -> tuple[pa.Array, l
     return ns.to_arrow(), rounded
 
 
-_I64_MAX = (1 << 63) - 1
-
 #: A decimal number as JSON (and Kineto) writes it, quotes and spaces stripped; ASCII
 #: digits only.
 _DECIMAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?")
@@ -186,7 +186,7 @@ def _slow(text: str, scale: int) -> tuple[int | None, bool]:
             v += v & 1
     if sign == "-":
         v = -v
-    if abs(v) > _I64_MAX:
+    if abs(v) > I64_MAX:
         return None, True
     return v, not rest.strip("0")
 

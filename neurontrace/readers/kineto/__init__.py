@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers.base import (
@@ -34,11 +32,10 @@ from neurontrace.readers.base import (
     Progress,
     rank_from_name,
 )
-from neurontrace.readers.jsonopen import text_head
+from neurontrace.readers.jsonopen import WS, text_head
 from neurontrace.readers.jsonouter import NumberText
 from neurontrace.readers.jsonstream import (
     ArrayStream,
-    Decoded,
     Misaligned,
     array_start,
     cuts,
@@ -47,16 +44,15 @@ from neurontrace.readers.jsonstream import (
 from neurontrace.readers.kineto.columns import Metadata, chunk_columns
 from neurontrace.readers.kineto.events import (
     EVENTS,
-    Event,
     lenient,
     record_repairs,
     show_surrogates,
 )
+from neurontrace.readers.units import I64_MAX, I64_MIN
 
 _HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"',
                 b'"distributedInfo"', b'"displayTimeUnit"', b'"baseTimeNanoseconds"')
 KEY = b"traceEvents"
-_SPACE = b" \t\r\n"
 
 
 def _sniff(path: Path, head: bytes) -> bool:
@@ -76,23 +72,23 @@ class KinetoReader:
             return True
         # A head that does not say: after a byte-order mark, or all space (before or
         # after the opening brace). Look again at the text from its first token on.
-        start = head.lstrip(_SPACE)
+        start = head.lstrip(WS)
         if start.startswith(codecs.BOM_UTF8) or (
-                start[:1] in (b"", b"{", b"[") and not start[1:].strip(_SPACE)):
+                start[:1] in (b"", b"{", b"[") and not start[1:].strip(WS)):
             return _sniff(path, text_head(path))
         return False
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         ev = Events(batches=iter(()), format=self.name)
-        ev.batches = self._batches(path, diag, progress, ev)
-        return ev
 
-    def _batches(self, path: Path, diag: Diagnostics, progress: Progress | None, ev: Events
-                 ) -> Iterator[Batch]:
-        stream = ArrayStream(path, KEY)
-        meta = Metadata()
-        yield from _rows(stream, path, meta, diag, progress)
-        finish(ev, path, stream.outer, meta)
+        def batches() -> Iterator[Batch]:
+            stream = ArrayStream(path, KEY)
+            meta = Metadata()
+            yield from _rows(stream, path, meta, diag, progress)
+            finish(ev, path, stream.outer, meta)
+
+        ev.batches = batches()
+        return ev
 
     # -- chunks (see neurontrace.readers.base.Divisible) -----------------------------------
     def chunks(self, path: Path, aims: Callable[[int, int], list[int]]) -> list[Chunk]:
@@ -147,7 +143,14 @@ def _rows(stream: ArrayStream, path: Path, meta: Metadata, diag: Diagnostics,
     """The rows of ``stream``'s events a batch at a time, each after its flow events."""
     total = path.stat().st_size
     for chunk in stream.decoded(EVENTS.decode, lenient=True):
-        batch, flow = _convert(chunk, path, meta, diag)
+        events = chunk.value
+        if chunk.repairs is not None:
+            record_repairs(chunk, path, diag)
+        if events is None:  # wrong types somewhere: lenient path
+            events = lenient(chunk, path, diag)
+        if chunk.repairs is not None and chunk.repairs.surrogates:
+            show_surrogates(events, chunk.repairs.placeholders)
+        batch, flow = chunk_columns(events, chunk.offset, path, meta, diag)
         if flow is not None:
             yield Flows(flow)
         if progress is not None:
@@ -160,7 +163,7 @@ def finish(ev: Events, path: Path, trace: dict[str, Any], meta: Metadata) -> Non
     base_ns = _integer(trace, "baseTimeNanoseconds", path) or 0
     if base_ns and meta.times is not None:
         low, high = meta.times
-        if not (_I64_MIN <= base_ns + low and base_ns + high <= _I64_MAX):
+        if not (I64_MIN <= base_ns + low and base_ns + high <= I64_MAX):
             raise BadInput(
                 f"{path}: baseTimeNanoseconds {base_ns} puts event times outside the "
                 "64-bit range of nanoseconds"
@@ -178,22 +181,6 @@ def finish(ev: Events, path: Path, trace: dict[str, Any], meta: Metadata) -> Non
     ev.rank = _rank(trace, path)
 
 
-def _convert(chunk: Decoded[list[Event]], path: Path, meta: Metadata, diag: Diagnostics
-             ) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
-    """One decoded chunk as a row batch and its flows (None when it has none)."""
-    events = chunk.value
-    if chunk.repairs is not None:
-        record_repairs(chunk, path, diag)
-    if events is None:  # wrong types somewhere: lenient path
-        events = lenient(chunk, path, diag)
-    if chunk.repairs is not None and chunk.repairs.surrogates:
-        show_surrogates(events, chunk.repairs.placeholders)
-    return chunk_columns(events, chunk.offset, path, meta, diag)
-
-
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-
-
 def _integer(fields: dict[str, Any], key: str, path: Path, where: str = "",
              floats: bool = False) -> int | None:
     """A header field the table needs as a 64-bit integer: None when absent or not a
@@ -202,7 +189,7 @@ def _integer(fields: dict[str, Any], key: str, path: Path, where: str = "",
     v = fields.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float, NumberText)):
         return None
-    if isinstance(v, int) and _I64_MIN <= v <= _I64_MAX:
+    if isinstance(v, int) and I64_MIN <= v <= I64_MAX:
         return v
     if floats and isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
         return int(v)

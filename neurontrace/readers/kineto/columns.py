@@ -20,7 +20,7 @@ from neurontrace.readers.base import FLOWS_SCHEMA
 from neurontrace.readers.jsonstream import is_utf8
 from neurontrace.readers.kineto.events import ANY_JSON, Event, dump
 from neurontrace.readers.kineto.roles import arg_text, classify
-from neurontrace.readers.units import microseconds_to_ns
+from neurontrace.readers.units import I64_MAX, microseconds_to_ns
 
 #: Kineto categories of the device layer. Any other category that starts with a runtime's
 #: prefix (``cuda_runtime``, ``cuda_driver``, ``privateuse1_runtime``, ``mtia_runtime``,
@@ -282,16 +282,13 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
     return pa.RecordBatch.from_pydict(cols, schema=BATCH_SCHEMA)
 
 
-_I64_MAX = (1 << 63) - 1
-
-
 def _within_range(start: pa.Array, dur: pa.Array, names: list[Any], where: _Where,
                   path: Path, diag: Diagnostics) -> pa.Array:
     """``dur`` (never negative here), shortened where a span would end past the int64
     range of nanoseconds, with a warning."""
     s = start.to_numpy(zero_copy_only=False)
     d = dur.to_numpy(zero_copy_only=False)
-    over = (s > 0) & (d > _I64_MAX - np.maximum(s, 0))
+    over = (s > 0) & (d > I64_MAX - np.maximum(s, 0))
     if not over.any():
         return dur
     first = int(np.flatnonzero(over)[0])
@@ -301,7 +298,7 @@ def _within_range(start: pa.Array, dur: pa.Array, names: list[Any], where: _Wher
         "of nanoseconds; its duration is cut to end there",
         int(over.sum()),
     )
-    return pa.array(np.where(over, _I64_MAX - s, d), pa.int64())
+    return pa.array(np.where(over, I64_MAX - s, d), pa.int64())
 
 
 def _flag(mask: pa.Array, diag: Diagnostics, code: str, message: Callable[[int], str]
