@@ -8,9 +8,11 @@ for a trace swept in buckets, or frames in memory for a trace that is one bucket
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc
@@ -79,6 +81,35 @@ class Parts:
         else:
             self.path(key).unlink(missing_ok=True)
 
+    def each(self, keys: int) -> Iterator[pl.DataFrame]:
+        """The frames of keys 0 to ``keys`` - 1, in order (keys without any left out)."""
+        for k in range(keys):
+            frame = self.read(k)
+            if frame is not None:
+                yield frame
+
+    def spread(self, frame: pl.DataFrame, keys: np.ndarray | None) -> None:
+        """Append each row of ``frame`` to the frames of its key in ``keys`` (None: all
+        of them to key 0, even none)."""
+        if keys is None:
+            self.write(0, frame)
+            return
+        for (k,), part in frame.with_columns(_k=keys).partition_by("_k", as_dict=True).items():
+            self.write(int(k), part.drop("_k"))
+
+    def map(self, keys: int, into: Parts, how: Callable[[int, pl.DataFrame], pl.DataFrame]
+            ) -> None:
+        """Write ``how(k, frame)`` to ``into`` (closed at the end) for the frame of each
+        key ``k`` below ``keys``, which is then removed from these."""
+        try:
+            for k in range(keys):
+                frame = self.read(k)
+                if frame is not None:
+                    into.write(k, how(k, frame))
+                    self.remove(k)
+        finally:
+            into.close()
+
 
 class Ranges:
     """The derived columns, read back a range of rows at a time, in row order."""
@@ -107,21 +138,19 @@ class Ranges:
         if self.folder is None:  # held in memory and read once, in order: let them go
             for parts in self.files:
                 parts.remove(k)
-        track = self.names.gather(base.get_column("lane")).alias(S.TRACK)
         if links is None:  # no row of the range to link (a join would copy the range)
-            frame = base.select(
-                track, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS,
-                pl.lit(None, _I64).alias(S.FRAMEWORK_ROW), pl.lit(None, pl.String).alias(S.LINK),
-                pl.col(S.STEP).cast(pl.Int32)).select(DERIVED)
-            self._cached = (k, frame)
-            return frame
-        base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
-            self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
-        launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
+            base = base.with_columns(pl.lit(None, _I64).alias(S.FRAMEWORK_ROW),
+                                     pl.lit(None, pl.String).alias(S.LINK))
+            step = pl.col(S.STEP)
+        else:
+            base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
+                self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
+            launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
+            step = pl.when(launched).then("_op_step").otherwise(S.STEP)
         frame = base.select(
-            track, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
-            pl.when(launched).then("_op_step").otherwise(S.STEP).cast(pl.Int32).alias(S.STEP),
-        ).select(DERIVED)
+            self.names.gather(base.get_column("lane")).alias(S.TRACK), S.SELF_NS, S.PARENT,
+            S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
+            step.cast(pl.Int32).alias(S.STEP)).select(DERIVED)
         self._cached = (k, frame)
         return frame
 
@@ -134,10 +163,8 @@ class Ranges:
             parts.append(self._range(k).slice(lo, hi - lo))
         if parts:
             return pl.concat(parts)
-        return pl.DataFrame(schema={  # no rows
-            S.TRACK: pl.Categorical, S.SELF_NS: _I64, S.PARENT: _I64, S.DEPTH: pl.Int32,
-            S.FLOW_IDS: pl.List(pl.String), S.FRAMEWORK_ROW: _I64, S.LINK: pl.String,
-            S.STEP: pl.Int32}).select(DERIVED)
+        # no rows: the columns as the schema types them (the writer casts them anyway)
+        return pl.DataFrame(S.SCHEMA.empty_table()).select(DERIVED)
 
     def close(self) -> None:
         self._cached = None

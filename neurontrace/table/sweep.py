@@ -164,7 +164,10 @@ class _Sweep:
         if empty:
             yield complete(_EMPTY)
 
-    def _bucket(self, start: pl.Series) -> np.ndarray:
+    def _bucket(self, start: pl.Series) -> np.ndarray | None:
+        """The bucket of each start time (None: one bucket)."""
+        if len(self.bounds) == 0:
+            return None
         return np.searchsorted(self.bounds, start.to_numpy(), side="right")
 
     # -- pass 2: the rows into bucket files, by start time -----------------------------
@@ -196,12 +199,8 @@ class _Sweep:
                 if S.ROLE in f.columns:  # which device rows are work (the unlinked count)
                     cols.append(pl.col(S.ROLE).cast(text))
                 f = f.select(cols)
-                if len(self.bounds) == 0:  # one bucket
-                    self.buckets.write(0, f)
-                    continue
-                f = f.with_columns(_b=self._bucket(f.get_column(S.START_NS)))
-                for (b,), part in f.partition_by("_b", as_dict=True).items():
-                    self.buckets.write(int(b), part.drop("_b"))
+                self.bucket_schema = f.schema  # of a bucket without rows
+                self.buckets.spread(f, self._bucket(f.get_column(S.START_NS)))
             self._split_flows()
         finally:
             self.buckets.close()
@@ -212,12 +211,7 @@ class _Sweep:
         """The flow events into files by bucket (of their time); the reader's table of
         them is let go."""
         for fl in self._flow_frames():
-            if len(self.bounds) == 0:  # one bucket
-                self.flows.write(0, fl)
-                continue
-            fl = fl.with_columns(_b=self._bucket(fl.get_column("ts_ns")))
-            for (b,), part in fl.partition_by("_b", as_dict=True).items():
-                self.flows.write(int(b), part.drop("_b"))
+            self.flows.spread(fl, self._bucket(fl.get_column("ts_ns")))
         self.ev.flows = None
 
     def _flow_frames(self) -> Iterator[pl.DataFrame]:
@@ -231,7 +225,8 @@ class _Sweep:
 
     # -- pass 3: the buckets in time order ---------------------------------------------
     def _sweep(self) -> None:
-        carried = pl.DataFrame(schema={**_CARRIED, **self._given_schema()})
+        given = {S.FLOW_IDS: pl.List(pl.String)} if self.given_flows else {}
+        carried = pl.DataFrame(schema={**_CARRIED, **given})
         last = pl.DataFrame(schema={S.ROW: _I64, S.PID: _I64, S.TID: _I64,
                                     S.START_NS: _I64, S.DUR_NS: _I64, "fw": pl.Boolean})
         missed = 0
@@ -239,7 +234,7 @@ class _Sweep:
             for b in range(len(self.bounds) + 1):
                 df = self.buckets.read(b)
                 if df is None:
-                    df = self._empty_bucket()
+                    df = pl.DataFrame(schema=self.bucket_schema)
                 st = steps(df.select(S.ROW, S.START_NS), self.step_spans)
                 # a bucket's rows are in row order: a column beside them, not a join
                 # (which would copy the bucket)
@@ -270,25 +265,7 @@ class _Sweep:
     def _flow_ids(self) -> None:
         """``row, flow_ids, fw`` of the rows bound to flows, a row range at a time (a
         row's flows may have been bound in several buckets)."""
-        try:
-            for k in range(self._ranges()):
-                pairs = self.pairs.read(k)
-                if pairs is not None:
-                    self.fids.write(k, flow_id_lists(pairs))
-                    self.pairs.remove(k)
-        finally:
-            self.fids.close()
-
-    def _given_schema(self) -> dict[str, pl.DataType]:
-        return {S.FLOW_IDS: pl.List(pl.String)} if self.given_flows else {}
-
-    def _empty_bucket(self) -> pl.DataFrame:
-        return pl.DataFrame(schema={
-            S.ROW: _I64, "lane": _I64, "span": pl.Boolean, "fw": pl.Boolean,
-            S.LAYER: pl.String, S.CATEGORY: pl.String, S.EXECUTION: pl.String,
-            S.START_NS: _I64, S.DUR_NS: _I64, S.PID: _I64, S.TID: _I64,
-            S.EXTERNAL_ID: _I64, S.CORRELATION: _I64, S.DEVICE_COL: _I64,
-            **self._given_schema()})
+        self.pairs.map(self._ranges(), self.fids, lambda _, pairs: flow_id_lists(pairs))
 
     def _nest(self, df: pl.DataFrame, carried: pl.DataFrame, nxt: int | None) -> pl.DataFrame:
         """Nest this bucket's spans under the carried ones; write the rows now final
@@ -338,14 +315,9 @@ class _Sweep:
 
     def _emit(self, files: Parts, out: pl.DataFrame) -> None:
         """Append ``out``'s rows to ``files``, each to the file of its row range."""
-        if out.height == 0:
-            return
-        if self._ranges() == 1:
-            files.write(0, out)
-            return
-        part = out.get_column(S.ROW).to_numpy() // self.range_size
-        for (k,), piece in out.with_columns(_k=part).partition_by("_k", as_dict=True).items():
-            files.write(int(k), piece.drop("_k"))
+        if out.height:
+            files.spread(out, None if self._ranges() == 1 else
+                         out.get_column(S.ROW).to_numpy() // self.range_size)
 
     def _keep_for_links(self, df: pl.DataFrame, s: pl.DataFrame, parent: np.ndarray,
                         old: np.ndarray) -> None:
@@ -369,7 +341,8 @@ class _Sweep:
             if not self.has_links:
                 return pl.DataFrame(schema={S.ROW: _I64, S.STEP: _I64})
             self._add_flows()
-            linker = Linker(self._link_chunks, self._framework, self._fw_flows(), self.diag)
+            linker = Linker(lambda: self.links.each(self._ranges()), self._framework,
+                            self._fw_flows(), self.diag)
             launchers = []
             try:
                 for out in linker.links():
@@ -390,30 +363,13 @@ class _Sweep:
                 self.buckets.remove(b)
 
     def _each_bucket(self) -> Iterator[pl.DataFrame]:
-        for b in range(len(self.bounds) + 1):
-            df = self.buckets.read(b)
-            if df is not None:
-                yield df
+        return self.buckets.each(len(self.bounds) + 1)
 
     def _add_flows(self) -> None:
         """Give the runtime and device rows to link their flow ids (bound by the sweep)."""
         done = Parts(self.folder, "linkrows")
-        try:
-            for k in range(self._ranges()):
-                c = self.links.read(k)
-                if c is not None:
-                    done.write(k, with_flows(c, self.fids.read(k)))
-                    self.links.remove(k)
-        finally:
-            done.close()
+        self.links.map(self._ranges(), done, lambda k, c: with_flows(c, self.fids.read(k)))
         self.links = done
-
-    def _link_chunks(self) -> Iterator[pl.DataFrame]:
-        """The runtime and device rows, a row range at a time."""
-        for k in range(self._ranges()):
-            c = self.links.read(k)
-            if c is not None:
-                yield c
 
     def _ranges(self) -> int:
         return -(-self.narrow.rows // self.range_size)
@@ -433,11 +389,7 @@ class _Sweep:
         if self.given_flows:
             given = [b.filter(pl.col("fw") & pl.col(S.FLOW_IDS).is_not_null()).select(
                 S.ROW, S.FLOW_IDS) for b in self._each_bucket()]
-        bound = []
-        for k in range(self._ranges()):
-            fids = self.fids.read(k)
-            if fids is not None:
-                bound.append(fids.filter("fw").select(S.ROW, S.FLOW_IDS))
+        bound = [f.filter("fw").select(S.ROW, S.FLOW_IDS) for f in self.fids.each(self._ranges())]
         schema: dict[str, Any] = {S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)}
         mine = pl.concat(given) if given else pl.DataFrame(schema=schema)
         theirs = pl.concat(bound) if bound else pl.DataFrame(schema=schema)
