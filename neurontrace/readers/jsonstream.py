@@ -277,7 +277,11 @@ class ArrayStream:
                 rest = buf[end:].lstrip(WS)
                 if closing:
                     at = offset + len(buf) - len(rest)
-                    self._parse_outer(head, self._rest(f, rest, at), at)
+                    tail = self._rest(f, rest, at)
+                    if self.start is not None:  # the head is another span's: leave the tail
+                        self.tail = (tail, at)
+                    else:
+                        self.outer = outer_fields(self.path, self.key, head, tail, at)
                     return
                 if rest[:1] != b",":
                     raise BadInput(f"{self.path}: expected ',' at byte {offset + end}")
@@ -366,12 +370,6 @@ class ArrayStream:
             return int(raw.tell()) if raw is not None else self.bytes_read
         except (OSError, ValueError):
             return self.bytes_read
-
-    def _parse_outer(self, head: bytes, tail: bytes, tail_offset: int) -> None:
-        if self.start is not None:  # the head is another span's: leave the tail
-            self.tail = (tail, tail_offset)
-            return
-        self.outer = outer_fields(self.path, self.key, head, tail, tail_offset)
 
 
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
