@@ -74,11 +74,8 @@ BATCH_SCHEMA = S.reader_schema(
     S.EXECUTION, S.INSTANCE_ID, S.MODEL_ID, S.DEVICE_CORE, S.PCORE, S.ARGS,
 )
 
-_POLARS_TYPES: dict[str, pl.DataType] = {
-    f.name: pl.List(pl.String) if pa.types.is_list(f.type)
-    else pl.Int64() if f.type == pa.int64() else pl.String()
-    for f in BATCH_SCHEMA
-}
+#: The Polars type of each column (int64, text, lists of text).
+_POLARS_TYPES: dict[str, pl.DataType] = dict(pl.DataFrame(BATCH_SCHEMA.empty_table()).schema)
 
 #: Prefix of flow ids from Neuron sources (``flow_ids`` holds ``<category>:<id>``).
 FLOW_PREFIX = "neuron:"

@@ -134,14 +134,13 @@ def place(device_start: int | None, executions: pl.DataFrame | None,
                          .to_series().to_list())
         mid = len(offsets) // 2
         median = offsets[mid] if len(offsets) % 2 else (offsets[mid - 1] + offsets[mid]) // 2
-        stats = {"median": median, "spread": offsets[-1] - offsets[0]}
         bridge = {"bridge_ns": bridge_ns, "bridge": "Metadata.first_hw_timestamp / "
                   "ticks_per_nanosec (first_hw_timestamp assumed to count ticks)"
                   } if bridge_ns is not None else {
                   "bridge": "none: sync points' device time assumed on the device tables' "
                   "timeline (no Metadata.first_hw_timestamp)"}
-        return Placement("timestamp_sync_point", offset=stats["median"] + (bridge_ns or 0),
-                         uncertainty_ns=stats["spread"],
+        return Placement("timestamp_sync_point", offset=median + (bridge_ns or 0),
+                         uncertainty_ns=offsets[-1] - offsets[0],
                          details={"sync_points": syncs.height, **bridge})
     if host is not None and host.height:
         first = int(host.get_column("start").min())  # type: ignore[arg-type]

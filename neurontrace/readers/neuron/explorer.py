@@ -191,13 +191,8 @@ class _Read:
             for df in self._frames(SYSTEM, cols) if "name" in df.columns
         ]
         parts = [R.with_defaults(p, cols) for p in parts if p.height]
-        empty_h = pl.DataFrame(schema={"nc": pl.Int64, "pid": pl.Int64, "model": pl.Int64,
-                                       "start": pl.Int64, "end": pl.Int64,
-                                       S.EXECUTION: pl.String})
-        empty_s = pl.DataFrame(schema={"host_ts": pl.Int64, "device_ts": pl.Int64})
-        if not parts:
-            return _Host(empty_h, empty_s)
-        df = pl.concat(parts, how="diagonal_relaxed")
+        df = (pl.concat(parts, how="diagonal_relaxed") if parts  # else: empty, typed alike
+              else pl.DataFrame(schema=dict.fromkeys(cols, pl.String)))
         df = df.with_columns(N.int_or_label(df.get_column("process_id"))[0].alias("_pid"))
         ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
             nc=pl.col("nc_idx").cast(pl.Int64, strict=False),

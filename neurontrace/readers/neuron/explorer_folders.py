@@ -12,7 +12,7 @@ A ``neuron-explorer view -d <session>`` writes one system folder (``SystemProfil
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +67,9 @@ class DeviceProfile:
         return f"{self.instance_id or '?'} pid {self.process_id} nc {'?' if nc is None else nc}"
 
     def describe(self) -> dict[str, Any]:
-        return {"device_profile_name": self.name, "folder": str(self.folder),
-                "instance_id": self.instance_id, "process_id": self.process_id,
-                "nc_id": self.nc_id, "session_id": self.session_id, "model_id": self.model_id}
+        fields = asdict(self)
+        return {"device_profile_name": fields.pop("name"), "folder": str(fields.pop("folder")),
+                **fields}
 
 
 def device_profiles(folder: Path, rows: list[dict[str, Any]] | None,
@@ -115,11 +115,8 @@ def schema_version(meta: list[dict[str, Any]] | None, folder: Path,
     """``Metadata.profile_schema_version``. Tables are read by column presence whatever
     the version; a major version outside :data:`KNOWN_MAJORS` is warned about once per
     read (``majors`` holds those already warned about)."""
-    version = None
-    for row in meta or []:
-        if row.get("profile_schema_version") is not None:
-            version = str(row["profile_schema_version"])
-            break
+    version = next((str(row["profile_schema_version"]) for row in meta or []
+                    if row.get("profile_schema_version") is not None), None)
     if version is None:
         diag.warn("explorer_schema_version",
                   f"{shown(folder)}: no Metadata.profile_schema_version; read as the known layout")

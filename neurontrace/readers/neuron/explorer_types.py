@@ -170,17 +170,12 @@ def _to_flows(s: pl.Series) -> pl.Series | None:
     dt = s.dtype
     if isinstance(dt, pl.Array):
         s, dt = s.cast(pl.List(dt.inner)), pl.List(dt.inner)
-    if isinstance(dt, pl.List):
-        inner = dt.inner
-        if inner == pl.String:
-            return s
-        if inner == pl.Null or inner.is_integer() or inner == pl.Categorical:
-            return s.cast(pl.List(pl.String))
-        return None
-    if dt == pl.String:
+    listed = isinstance(dt, pl.List)
+    inner = dt.inner if isinstance(dt, pl.List) else dt
+    if inner == pl.String:
         return s
-    if dt == pl.Null or dt.is_integer() or dt == pl.Categorical:
-        return s.cast(pl.String)
+    if inner == pl.Null or inner.is_integer() or inner == pl.Categorical:
+        return s.cast(pl.List(pl.String) if listed else pl.String)
     return None
 
 

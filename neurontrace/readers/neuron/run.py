@@ -118,10 +118,7 @@ def inspect(folder: Path) -> Capture:
     cap = Capture(folder, m.group("instance"), int(m.group("pid")))
     files = sorted(p for p in folder.rglob("*") if not any(
         part.startswith(".") for part in p.relative_to(folder).parts))
-    for pattern in FRAMEWORK_NAMES:
-        cap.framework = next((f for f in files if pattern.match(f.name)), None)
-        if cap.framework:
-            break
+    cap.framework = next((f for p in FRAMEWORK_NAMES for f in files if p.match(f.name)), None)
     for f in files:
         if f.is_dir() and is_explorer_folder(f):
             cap.converted.append((ExplorerReader(), f))
