@@ -5,6 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Generator, Iterable
+from contextlib import suppress
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -24,11 +25,9 @@ def ahead(items: Iterable[T], depth: int = 2) -> Generator[T, None, None]:
 
     def put(entry: tuple[bool, Any]) -> bool:
         while not stop.is_set():
-            try:
+            with suppress(queue.Full):
                 q.put(entry, timeout=0.1)
                 return True
-            except queue.Full:
-                continue
         return False
 
     def produce() -> None:

@@ -124,11 +124,9 @@ def job_folder(run: str | os.PathLike[str] | None, parent: Path | None) -> Itera
     when that is here (this process, or a worker process on this machine), else a run
     folder of its own in ``parent`` (a job on another machine). Removed when it ends."""
     if run is not None and os.path.isdir(run):
-        folder = Path(tempfile.mkdtemp(prefix="job-", dir=run))
-        try:
-            yield folder
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix="job-", dir=run, ignore_cleanup_errors=True
+                                         ) as folder:
+            yield Path(folder)
         return
     with run_folder(parent if parent is not None and parent.is_dir() else None) as folder:
         yield folder
