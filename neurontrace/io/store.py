@@ -172,7 +172,7 @@ def read(path: str | os.PathLike[str]) -> pa.Table:
     for f in files:
         check(f)
     tables = [_read_table(f) for f in files]
-    offsets = itertools.accumulate((t.num_rows for t in tables), initial=0)  # (one more than needed)
+    offsets = itertools.accumulate((t.num_rows for t in tables), initial=0)  # one spare
     tables = [_offset_table(t, offset) for t, offset in zip(tables, offsets, strict=False)]
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
