@@ -8,6 +8,7 @@ those as warnings. :func:`decode_error_position` reads where a decoder stopped.
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass
 
@@ -72,6 +73,14 @@ def restore_surrogates(text: bytes) -> bytes:
     return PLACEHOLDERS.sub(back, text)
 
 
+def is_utf8(data: bytes | memoryview) -> bool:
+    try:
+        codecs.utf_8_decode(data, "strict", True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def repair(data: bytes) -> tuple[bytes, Repairs]:
     """Rewrite JSON-with-quirks into valid JSON, keeping every value.
 
@@ -83,9 +92,7 @@ def repair(data: bytes) -> tuple[bytes, Repairs]:
     text.
     """
     rep = Repairs()
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
+    if not is_utf8(data):
         fixed = data.decode("utf-8", errors="replace").encode("utf-8")
         rep.invalid_utf8 = fixed.count("\ufffd".encode()) - data.count("\ufffd".encode())
         data = fixed

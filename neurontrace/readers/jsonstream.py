@@ -23,7 +23,6 @@ bytes, and every scan is linear in what it reads.
 
 from __future__ import annotations
 
-import codecs
 import gzip
 import sys
 import zlib
@@ -60,11 +59,11 @@ from neurontrace.readers.jsonopen import (
     too_long,
 )
 from neurontrace.readers.jsonouter import outer_fields
-from neurontrace.readers.jsonrepair import Repairs, decode_error_position, repair
+from neurontrace.readers.jsonrepair import Repairs, decode_error_position, is_utf8, repair
 
 #: What the readers and the tests import from here (some defined in the modules above).
 __all__ = ["BLOCK", "ArrayStream", "Decoded", "Misaligned", "array_start", "cuts", "decode_chunk",
-           "decode_error_position", "is_utf8", "open_binary", "outer_fields", "read_head",
+           "decode_error_position", "open_binary", "outer_fields", "read_head",
            "repair"]
 _Lexer = Lexer  # (the tests count its work through this name)
 
@@ -382,14 +381,6 @@ def _syntax_error(data: bytes) -> msgspec.DecodeError | None:
     except msgspec.DecodeError as e:
         return e
     return None
-
-
-def is_utf8(data: bytes | memoryview) -> bool:
-    try:
-        codecs.utf_8_decode(data, "strict", True)
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryview,

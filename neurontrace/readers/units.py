@@ -81,14 +81,9 @@ def _fast_ns(joined: bytes, n: int) -> pa.Array | None:
         return ints
     raw = ints.to_numpy()
     scale = _POWERS[3 - places]
-    if not _fits(raw, scale):
-        return None
+    if not (np.all(raw <= I64_MAX // scale) & np.all(raw >= -(I64_MAX // scale))):
+        return None  # raw * scale does not fit int64
     return pa.array(raw * scale)
-
-
-def _fits(raw: np.ndarray, scale: np.ndarray | int) -> bool:
-    """Whether ``raw * scale`` fits int64 (``scale`` positive) for every value."""
-    return bool(np.all(raw <= I64_MAX // scale) & np.all(raw >= -(I64_MAX // scale)))
 
 
 def decimal_text_to_ns(texts: pl.Series, scale: int = 1000) -> tuple[pa.Array, list[int]]:

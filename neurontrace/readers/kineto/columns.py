@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA
-from neurontrace.readers.jsonstream import is_utf8
+from neurontrace.readers.jsonrepair import is_utf8
 from neurontrace.readers.kineto.events import ANY_JSON, Event, dump
 from neurontrace.readers.kineto.roles import arg_text, classify
 from neurontrace.readers.units import I64_MAX, microseconds_to_ns
