@@ -286,10 +286,10 @@ def _device(df: pl.DataFrame, table: str, divisor: int, nc: int | None) -> pl.Da
         v = _number(col)
         return v if divisor == 1 else (v + divisor // 2) // divisor
 
+    moved = pl.lit(None, pl.Int64)
     if table == "instruction":
         name = pl.col("opcode").fill_null("instruction")
         lane = N.engine(pl.coalesce("label", "subgroup").fill_null("unknown"))
-        moved = pl.lit(None, pl.Int64)
     else:
         name = pl.coalesce("queue", "label", "subgroup").fill_null("dma")
         lane = pl.concat_str(pl.lit("dma / "), name)

@@ -91,10 +91,8 @@ def device_profiles(folder: Path, rows: list[dict[str, Any]] | None,
                           f"{name}@latest is beside it; its device rows are not read")
             continue
         inst = r.get("instance_id")
-        out.append(DeviceProfile(
-            name, found, inst if isinstance(inst, str) else None,
-            N.int_value(r.get("process_id")), N.int_value(r.get("nc_id")),
-            N.int_value(r.get("session_id")), N.int_value(r.get("model_id"))))
+        ids = (N.int_value(r.get(k)) for k in ("process_id", "nc_id", "session_id", "model_id"))
+        out.append(DeviceProfile(name, found, inst if isinstance(inst, str) else None, *ids))
     return out
 
 

@@ -79,6 +79,13 @@ def _bare(t: pa.DataType) -> pa.DataType:
     return t
 
 
+#: Arrow types of no nesting that Polars takes, each as its ``pyarrow.types`` test.
+_PLAIN = tuple(getattr(pa.types, f"is_{kind}") for kind in (
+    "null", "boolean", "integer", "floating", "string", "large_string", "string_view",
+    "binary", "large_binary", "fixed_size_binary", "binary_view", "date", "time",
+    "timestamp", "duration"))
+
+
 def polars_takes(t: pa.DataType) -> bool:
     """True for an Arrow type :func:`polars.from_arrow` takes (checked, not tried: some
     types make it panic)."""
@@ -93,13 +100,7 @@ def polars_takes(t: pa.DataType) -> bool:
         return all(polars_takes(t.field(i).type) for i in range(t.num_fields))
     if pa.types.is_decimal(t):
         return pa.types.is_decimal128(t)
-    return (pa.types.is_null(t) or pa.types.is_boolean(t) or pa.types.is_integer(t)
-            or pa.types.is_floating(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t)
-            or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t)
-            or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
-            or pa.types.is_duration(t))
+    return any(is_(t) for is_ in _PLAIN)
 
 
 def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, list[Note]]:

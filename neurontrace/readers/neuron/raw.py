@@ -268,11 +268,10 @@ def view_command(args: list[str], data_path: Path | str) -> list[str]:
 
 
 def _missing(capture: Path, args: list[str]) -> ToolMissing:
-    shown = " ".join(shlex.quote(a) for a in view_command(args, "DIR"))
+    shown = shlex.join(view_command(args, "DIR"))
     if shutil.which(LEGACY):
-        legacy = " ".join(shlex.quote(a) for a in
-                          [LEGACY, "view", *args, "--output-format", "json",
-                           "--output-file", "OUT.json"])
+        legacy = shlex.join([LEGACY, "view", *args, "--output-format", "json", "--output-file",
+                             "OUT.json"])
         return ToolMissing(
             f"{capture}: a raw Neuron capture; {EXPLORER} is not on PATH and {LEGACY} "
             f"writes no Parquet: run `{legacy}` and convert OUT.json, or `{shown}` where "
@@ -311,7 +310,7 @@ def explorer_output(args: list[str], capture: Path, cache: Path) -> Path:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise BadInput(f"{capture}: {EXPLORER} view failed (exit {done.returncode}): "
                            f"{last}")
-        (tmp / _DONE).write_text(want + "\n" + " ".join(shlex.quote(a) for a in command))
+        (tmp / _DONE).write_text(want + "\n" + shlex.join(command))
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
     return _found(out, capture, EXPLORER)

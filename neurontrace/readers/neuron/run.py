@@ -184,7 +184,7 @@ def read_capture(cap: Capture, cache: Path | None, diag: Diagnostics,
             neuron.append((ExplorerReader(), explorer_output(args, capture, cache)))
     for reader, path in neuron:
         parts.append((reader.name, path, reader.read(path, diag, None)))
-    return merge(parts, cap, diag)
+    return N.events(RunReader.name, lambda out: merge(parts, cap, out, diag))
 
 
 def _raw(cap: Capture) -> list[tuple[Path, list[str]]]:
@@ -193,18 +193,15 @@ def _raw(cap: Capture) -> list[tuple[Path, list[str]]]:
     return [(ntff, view_args(ntff)) for ntff, _ in cap.pairs]
 
 
-def merge(parts: list[tuple[str, Path, Events]], cap: Capture, diag: Diagnostics) -> Events:
-    """The parts as one stream of batches on the first part's clock.
+def merge(parts: list[tuple[str, Path, Events]], cap: Capture, out: Events,
+          diag: Diagnostics) -> Iterator[Batch]:
+    """The batches of the parts as one stream on the first part's clock; ``out`` gets
+    the other fields of the events.
 
     A Kineto part comes first: its ``start_ns`` are relative to its base time, known only
     once it is read; the Neuron parts (epoch ns) are then shifted by that base.
     """
     kineto = bool(parts) and parts[0][0] == KinetoReader.name
-    return N.events(RunReader.name, lambda out: _merged(parts, cap, kineto, out, diag))
-
-
-def _merged(parts: list[tuple[str, Path, Events]], cap: Capture, kineto: bool,
-            out: Events, diag: Diagnostics) -> Iterator[Batch]:
     base = 0
     dropped = 0
     for i, (_, _, ev) in enumerate(parts):
