@@ -51,11 +51,14 @@ class Metadata:
         #: The earliest start and latest end of a row so far (ns, before any base time).
         self.times: tuple[int, int] | None = None
 
-    def saw(self, start: pa.Array, end: pa.Array) -> None:
-        """Note the start and end times of some rows."""
+    def saw(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Note the start and end times of ``batch``'s rows; returns ``batch``."""
+        start = batch.column(S.START_NS)
         low = pc.min(start)
         if low.is_valid:
+            end = pc.add(start, batch.column(S.DUR_NS))  # cannot wrap: see _within_range
             self.times = _widened(self.times, (low.as_py(), pc.max(end).as_py()))
+        return batch
 
     @property
     def process_names(self) -> dict[Any, str]:
@@ -114,7 +117,7 @@ def chunk_columns(
         return f"#{k} after byte {at}"
 
     if set(phases) <= _ROW_PHASES:  # most chunks: rows only, of known phases
-        return _seen(_row_batch(events, phases, where, path, diag), meta), None
+        return meta.saw(_row_batch(events, phases, where, path, diag)), None
     # Split by phase with the loops in C (itertools), not comprehensions.
     other = list(map(_NOT_ROWS.__contains__, phases))
     row = list(map(not_, other))
@@ -135,14 +138,7 @@ def chunk_columns(
             "kept as an instant",
             len(unknown),
         )
-    return (_seen(_row_batch(rows, phases, where, path, diag), meta),
-            _flow_batch(flows, path, diag))
-
-
-def _seen(batch: pa.RecordBatch, meta: Metadata) -> pa.RecordBatch:
-    start = batch.column(S.START_NS)
-    meta.saw(start, pc.add(start, batch.column(S.DUR_NS)))  # cannot wrap: see _within_range
-    return batch
+    return meta.saw(_row_batch(rows, phases, where, path, diag)), _flow_batch(flows, path, diag)
 
 
 #: Names a row's event in messages, by its index among the chunk's rows.
