@@ -48,6 +48,10 @@ NOT_LAUNCHED = (S.ANNOTATION, S.OTHER)
 #: Hops followed along flow arrows (framework dispatch -> runtime -> hardware is two).
 FLOW_HOPS = 4
 
+#: The rules in order: each one's name (``link``) and the column of the row it finds.
+RULES = {"external_id": "_ext_row", "nesting": "_nest_row", "correlation": "_corr_row",
+         "flow": "_flow_row", "execution": "_exec_row", "time": "_time_row"}
+
 _I64 = pl.Int64
 Chunks = Callable[[], Iterator[pl.DataFrame]]
 #: The framework rows whose External id is in the given ids: row, category, external_id.
@@ -86,13 +90,8 @@ class Linker:
             out = c.select(
                 S.ROW, S.LAYER,
                 pl.coalesce("_linked", "_exec_row", "_time_row").alias(S.FRAMEWORK_ROW),
-                pl.when(pl.col("_ext_row").is_not_null()).then(pl.lit("external_id"))
-                .when(pl.col("_nest_row").is_not_null()).then(pl.lit("nesting"))
-                .when(pl.col("_corr_row").is_not_null()).then(pl.lit("correlation"))
-                .when(pl.col("_flow_row").is_not_null()).then(pl.lit("flow"))
-                .when(pl.col("_exec_row").is_not_null()).then(pl.lit("execution"))
-                .when(pl.col("_time_row").is_not_null()).then(pl.lit("time"))
-                .alias(S.LINK),
+                pl.coalesce(pl.when(pl.col(col).is_not_null()).then(pl.lit(rule))
+                            for rule, col in RULES.items()).alias(S.LINK),
             )
             # Runtime calls outside any op are normal (the profiler's own synchronise
             # at stop, background threads polling events), and so are device rows that
@@ -149,13 +148,9 @@ class Linker:
 
     def _known(self, c: pl.DataFrame) -> pl.DataFrame:
         """``c`` with rules 1-3: ``_ext_row``, ``_nest_row`` (runtime rows), ``_corr_row``."""
-        c = (c.join(self.by_ext, on=S.EXTERNAL_ID, how="left", maintain_order="left")
-             if self.by_ext is not None else c.with_columns(pl.lit(None, _I64).alias("_ext_row")))
-        c = c.with_columns(
+        c = _lookup(c, self.by_ext, S.EXTERNAL_ID, "_ext_row").with_columns(
             pl.when(pl.col(S.LAYER) == S.RUNTIME).then("_nest_row").alias("_nest_row"))
-        if self.by_corr is None:
-            return c.with_columns(pl.lit(None, _I64).alias("_corr_row"))
-        return c.join(self.by_corr, on=S.CORRELATION, how="left", maintain_order="left")
+        return _lookup(c, self.by_corr, S.CORRELATION, "_corr_row")
 
     def _correlations(self) -> None:
         first = pl.coalesce("_ext_row", "_nest_row")
@@ -213,19 +208,12 @@ class Linker:
 
     def _linked(self, c: pl.DataFrame) -> pl.DataFrame:
         """``c`` with rules 1-4 (``_linked``), and 5-6 once known."""
-        c = self._known(c).join(self.by_flow, on=S.ROW, how="left", maintain_order="left")
-        c = c.with_columns(
+        c = _lookup(self._known(c), self.by_flow, S.ROW, "_flow_row").with_columns(
             pl.coalesce("_ext_row", "_nest_row", "_corr_row", "_flow_row").alias("_linked"))
         unlinked = pl.col("_linked").is_null()
-        if self.by_exec is None:
-            c = c.with_columns(pl.lit(None, _I64).alias("_exec_row"))
-        else:
-            c = c.join(self.by_exec, on=S.EXECUTION, how="left", maintain_order="left"
-                       ).with_columns(pl.when(unlinked).then("_exec_row").alias("_exec_row"))
-        if self.by_time is None:
-            return c.with_columns(pl.lit(None, _I64).alias("_time_row"))
-        return c.join(self.by_time, on=S.EXECUTION, how="left", maintain_order="left"
-                      ).with_columns(
+        c = _lookup(c, self.by_exec, S.EXECUTION, "_exec_row").with_columns(
+            pl.when(unlinked).then("_exec_row").alias("_exec_row"))
+        return _lookup(c, self.by_time, S.EXECUTION, "_time_row").with_columns(
             pl.when(unlinked & pl.col("_exec_row").is_null() & (pl.col(S.LAYER) == S.DEVICE))
             .then("_time_row").alias("_time_row"))
 
@@ -265,16 +253,21 @@ class Linker:
         ).select(S.EXECUTION, "_time_row").drop_nulls()
 
 
-def _first_per(parts: list[pl.DataFrame], key: str, value: str, keep_row: bool = False
-               ) -> pl.DataFrame:
-    """``key, value``: per key, the value of the first row (by ``row``, then order);
-    with ``keep_row``, that row too (to combine results of parts later)."""
+def _lookup(c: pl.DataFrame, table: pl.DataFrame | None, key: str, value: str
+            ) -> pl.DataFrame:
+    """``c`` with ``value`` from ``table`` (``key, value``) by ``key`` (None: all null)."""
+    if table is None:
+        return c.with_columns(pl.lit(None, _I64).alias(value))
+    return c.join(table, on=key, how="left", maintain_order="left")
+
+
+def _first_per(parts: list[pl.DataFrame], key: str, value: str) -> pl.DataFrame:
+    """``key, value``: per key, the value of the first row (by ``row``, then order)."""
     if not parts:
         return pl.DataFrame(schema={key: _I64, value: _I64})
     frame = pl.concat([p.filter(pl.col(key).is_not_null()) for p in parts])
-    first = frame.sort(S.ROW, maintain_order=True).group_by(key, maintain_order=True)
-    return first.agg(pl.col(S.ROW, value).first()) if keep_row else \
-        first.agg(pl.col(value).first())
+    return frame.sort(S.ROW, maintain_order=True).group_by(key, maintain_order=True).agg(
+        pl.col(value).first())
 
 
 def _with_model(c: pl.DataFrame) -> pl.DataFrame:
