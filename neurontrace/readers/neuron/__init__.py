@@ -175,6 +175,22 @@ def device_track(nc: pl.Expr, lane: pl.Expr, pcore: pl.Expr | None = None,
     return pl.concat_str([*parts, lane])
 
 
+def device_spans(df: pl.DataFrame, table: str, name: pl.Expr, nc: pl.Expr, lane: pl.Expr,
+                 *more: pl.Expr | str, pcore: pl.Expr | None = None) -> pl.DataFrame:
+    """The rows of the device table ``table`` as spans called ``name`` on the track
+    ``lane`` of NeuronCore ``nc`` (and physical core ``pcore``: :func:`device_track`),
+    with the columns ``more``."""
+    return df.select(
+        pl.lit(S.DEVICE).alias(S.LAYER),
+        pl.lit(table).alias(S.CATEGORY),
+        name.alias(S.NAME),
+        pl.lit(S.SPAN).alias(S.KIND),
+        nc.alias(S.DEVICE_COL),
+        device_track(nc, lane, pcore).alias(S.TRACK),
+        *more,
+    )
+
+
 def execution_key(nc: pl.Expr, exec_id: pl.Expr, model: pl.Expr | None = None) -> pl.Expr:
     """``nc0:exec7``: one execution of a NEFF on a logical NeuronCore. With LNC=2 the
     rows of both physical cores carry the same key. With ``model`` (where it is not

@@ -244,13 +244,11 @@ def clues(meta: Any, instr_rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], path: Path,
-              diag: Diagnostics, other: dict[str, Any] | None = None,
-              ) -> tuple[str, int, dict[str, Any]]:
+              diag: Diagnostics, other: dict[str, Any]) -> tuple[str, int, dict[str, Any]]:
     """(unit, divisor to ns, what was measured and from which clue: ``unit_source``).
 
     ``summary.total_time`` first; without it, ``other`` (:func:`clues`): a declared unit,
     then ``metadata.total_time``; else nanoseconds, as documented, with a warning."""
-    other = other or {}
     total = summary[0].get("total_time") if summary else None
     source = "summary.total_time"
     if not isinstance(total, (int, float)) or total <= 0:
@@ -296,16 +294,10 @@ def _device(df: pl.DataFrame, table: str, divisor: int, nc: int | None) -> pl.Da
         moved = pl.coalesce(
             *(pl.col(c).str.strip_chars().cast(pl.Int64, strict=False)
               for c in ("transfer_size", "size")))
-    ncl = pl.lit(nc, pl.Int64)
-    return df.select(
-        pl.lit(S.DEVICE).alias(S.LAYER),
-        pl.lit(table).alias(S.CATEGORY),
-        name.alias(S.NAME),
-        pl.lit(S.SPAN).alias(S.KIND),
+    return N.device_spans(
+        df, table, name, pl.lit(nc, pl.Int64), lane,
         ns("timestamp").fill_null(0).alias(S.START_NS),
         ns("duration").fill_null(0).clip(0).alias(S.DUR_NS),
-        ncl.alias(S.DEVICE_COL),
-        N.device_track(ncl, lane).alias(S.TRACK),
         moved.alias(S.BYTES),
         S.ARGS,
     )

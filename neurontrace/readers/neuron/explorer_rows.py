@@ -170,18 +170,9 @@ def device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
     used = {"_nc", S.START_NS, S.DUR_NS, *_DEVICE_USED}
     present = [c for c in df.columns if c not in used
                and not (c in _DEVICE_OPTIONAL and df.get_column(c).null_count() == df.height)]
-    args = N.args_json(df, present)
-    return df.select(
-        pl.lit(S.DEVICE).alias(S.LAYER),
-        pl.lit(table).alias(S.CATEGORY),
-        name.alias(S.NAME),
-        pl.lit(S.SPAN).alias(S.KIND),
-        S.START_NS, S.DUR_NS,
-        nc.alias(S.DEVICE_COL),
-        pcore.alias(S.PCORE),
-        N.device_track(nc, lane, pcore).alias(S.TRACK),
-        moved.alias(S.BYTES),
-    ).with_columns(args)
+    rows = N.device_spans(df, table, name, nc, lane, S.START_NS, S.DUR_NS, pcore.alias(S.PCORE),
+                          moved.alias(S.BYTES), pcore=pcore)
+    return rows.with_columns(N.args_json(df, present))
 
 
 def executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.DataFrame | None:
