@@ -13,8 +13,8 @@ temporary file goes to the folder the caller names.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import chain
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -28,25 +28,16 @@ from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, Source
 from neurontrace.table import chunks
 from neurontrace.table.chunks import Spilled
 from neurontrace.table.spill import FrameSpiller, SpilledFrames, read_batches, spill_all, temporary
-from neurontrace.table.sweep import derive
+from neurontrace.table.sweep import Ranges, derive
 
 #: Columns a reader may give for some rows, which the derivations complete.
 _COMPLETED = (S.TRACK, S.FLOW_IDS)
 
 
-class Derived(Protocol):
-    """The derived columns of every row (:class:`neurontrace.table.sweep.Ranges`)."""
-
-    @property
-    def height(self) -> int: ...
-
-    def slice(self, offset: int, length: int) -> pl.DataFrame: ...
-
-
 class Assembled:
     """A trace's rows, ready to stream out in schema order (see :meth:`batches`)."""
 
-    def __init__(self, derived: Derived, spills: list[Path], ev: Events, rank: int
+    def __init__(self, derived: Ranges, spills: list[Path], ev: Events, rank: int
                  ) -> None:
         self.derived = derived  # derived columns only (row and rank are made when writing)
         self.spills = spills
@@ -58,7 +49,7 @@ class Assembled:
         """Rows in schema order: the reader's columns from the spill, the rest derived."""
         base = int(self.events.clock.get("base_time_ns") or 0)
         offset = 0
-        for raw in self._spilled():
+        for raw in chain.from_iterable(map(read_batches, self.spills)):
             n = raw.num_rows
             part = self.derived.slice(offset, n)
             offset += n
@@ -82,19 +73,13 @@ class Assembled:
                 cols.append(arr.cast(c.type) if arr.type != c.type else arr)
             yield pa.RecordBatch.from_arrays(cols, schema=S.SCHEMA)
 
-    def _spilled(self) -> Iterator[pa.RecordBatch]:
-        for path in self.spills:
-            yield from read_batches(path)
-
     def table(self) -> pa.Table:
         return pa.Table.from_batches(list(self.batches()), schema=S.SCHEMA)
 
     def close(self) -> None:
         for path in self.spills:
             path.unlink(missing_ok=True)
-        close = getattr(self.derived, "close", None)
-        if close is not None:
-            close()
+        self.derived.close()
 
 
 def read(src: Source, diag: Diagnostics, progress: Progress | None,

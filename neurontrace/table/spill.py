@@ -50,12 +50,8 @@ NARROW = (
 CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, S.PID_LABEL, S.TID_LABEL, S.TRACK, S.EXECUTION,
                S.ROLE)
 #: Narrow columns every reader may leave out, and their types once filled with nulls.
-_OPTIONAL = (
-    (S.LAYER, pl.Categorical), (S.CATEGORY, pl.Categorical), (S.KIND, pl.Categorical),
-    (S.PID_LABEL, pl.Categorical), (S.TID_LABEL, pl.Categorical), (S.PID, pl.Int64),
-    (S.TID, pl.Int64), (S.EXTERNAL_ID, pl.Int64), (S.CORRELATION, pl.Int64),
-    (S.DEVICE_COL, pl.Int64), (S.EXECUTION, pl.Categorical),
-)
+_OPTIONAL = {c: pl.Categorical if c in CATEGORICAL else pl.Int64 for c in NARROW
+             if c not in (S.START_NS, S.DUR_NS, S.TRACK, S.FLOW_IDS, S.MODEL_ID, S.ROLE)}
 
 
 #: Environment variable: bytes one spill may write (suffixes K, M, G, T: powers of 1024).
@@ -92,14 +88,8 @@ def spill_limit(folder: Path) -> tuple[int, str]:
 
 def _size(n: int) -> str:
     """``n`` bytes, readably (``512 B``, ``3.5 GiB``)."""
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit}"
+    power = min((n.bit_length() - 1) // 10, 4) if n >= 1024 else 0  # of 1024
+    return f"{n} B" if power == 0 else f"{n / (1 << 10 * power):.1f} {'KMGT'[power - 1]}iB"
 
 
 class Budget:
@@ -133,8 +123,13 @@ DEFAULT_MEMORY_ROWS = 1_000_000
 
 def memory_rows() -> int:
     """``$NEURONTRACE_MEMORY_ROWS``, else :data:`DEFAULT_MEMORY_ROWS`."""
-    given = os.environ.get(MEMORY_ROWS, "").strip()
-    return int(given) if given.isdigit() and int(given) > 0 else DEFAULT_MEMORY_ROWS
+    return rows_setting(MEMORY_ROWS, DEFAULT_MEMORY_ROWS)
+
+
+def rows_setting(name: str, default: int) -> int:
+    """The environment variable ``name`` when it is a count of rows, else ``default``."""
+    given = os.environ.get(name, "").strip()
+    return int(given) if given.isdigit() and int(given) > 0 else default
 
 
 @dataclass
@@ -337,7 +332,5 @@ def spill_all(batches: Iterable[Batch], path: Path, limit: int | None = None,
 
 def complete(narrow: pl.DataFrame) -> pl.DataFrame:
     """The narrow frame with every column the derivations read (nulls where absent)."""
-    for c, t in _OPTIONAL:
-        if c not in narrow.columns:
-            narrow = narrow.with_columns(pl.lit(None, t).alias(c))
-    return narrow
+    return narrow.with_columns(pl.lit(None, t).alias(c) for c, t in _OPTIONAL.items()
+                               if c not in narrow.columns)

@@ -31,7 +31,6 @@ every fixture with buckets of a few rows.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -54,7 +53,7 @@ from neurontrace.table.flows import (
 from neurontrace.table.linking import COLUMNS, Linker
 from neurontrace.table.nesting import at_positions, depths, in_order, nearest, parents_in_order
 from neurontrace.table.parts import DERIVED, Parts, Ranges
-from neurontrace.table.spill import SpilledFrames, complete, memory_rows
+from neurontrace.table.spill import SpilledFrames, complete, memory_rows, rows_setting
 
 __all__ = ["BUCKET_ROWS", "DERIVED", "Ranges", "bucket_rows", "derive", "lane_keys", "lane_names",
            "step_spans", "steps"]
@@ -75,8 +74,7 @@ _CARRIED = {"row": _I64, "lane": _I64, "start": _I64, "dur": _I64, S.STEP: pl.In
 
 
 def bucket_rows() -> int:
-    given = os.environ.get(BUCKET_ROWS, "").strip()
-    return int(given) if given.isdigit() and int(given) > 0 else DEFAULT_BUCKET_ROWS
+    return rows_setting(BUCKET_ROWS, DEFAULT_BUCKET_ROWS)
 
 
 def derive(narrow: SpilledFrames, ev: Events, diag: Diagnostics, workdir: Path | None,
