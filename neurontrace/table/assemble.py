@@ -139,8 +139,7 @@ def _flows(ev: Events, done: Spilled) -> SpilledFrames | None:
     if not streamed.rows:
         return None
     if ev.flows is not None and ev.flows.num_rows:
-        whole = pl.from_arrow(ev.flows)
-        assert isinstance(whole, pl.DataFrame)
+        whole = pl.DataFrame(ev.flows)
         streamed.pieces.append(whole)
         streamed.rows += whole.height
     held = streamed.in_memory()

@@ -22,6 +22,7 @@ Compressed files are read whole (a gzip stream cannot be entered midway).
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -205,11 +206,9 @@ def _limit(start: int, stop: int, size: int) -> int:
 
 def _drain(todo: queue.SimpleQueue[Job]) -> None:
     """Take every job left, so that no process starts another."""
-    try:
+    with contextlib.suppress(queue.Empty):
         while True:
             todo.get_nowait()
-    except queue.Empty:
-        pass
 
 
 def _shared(progress: Progress | None, finished: list[int]) -> Progress | None:

@@ -44,7 +44,7 @@ def nest(spans: pl.DataFrame, diag: Diagnostics | None = None) -> pl.DataFrame:
     np.add.at(covered, parent[has_parent], dur[has_parent])  # exact int64 sums
     return pl.DataFrame({
         "row": rows,
-        "parent": _parent_rows(rows, parent),
+        "parent": at_positions(pl.Series(rows, dtype=_I64), parent),
         "depth": depths(parent),
         "self_ns": np.maximum(dur - covered, 0),
     })
@@ -82,7 +82,7 @@ def containers(spans: pl.DataFrame) -> pl.DataFrame:
     if spans.height == 0:
         return pl.DataFrame(schema={"row": _I64, "parent": _I64})
     rows, _, parent = _ordered_parents(spans)
-    return pl.DataFrame({"row": rows, "parent": _parent_rows(rows, parent)})
+    return pl.DataFrame({"row": rows, "parent": at_positions(pl.Series(rows, dtype=_I64), parent)})
 
 
 def _ordered_parents(spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -106,11 +106,6 @@ def parents_in_order(s: pl.DataFrame) -> np.ndarray:
     return containment.containers(lane.to_series().to_numpy(),
                                   s.get_column("start").to_numpy(),
                                   s.get_column("dur").to_numpy())
-
-
-def _parent_rows(rows: np.ndarray, parent: np.ndarray) -> pl.Series:
-    """The ``row`` of each parent position (null for none)."""
-    return at_positions(pl.Series(rows, dtype=_I64), parent)
 
 
 def at_positions(values: pl.Series, positions: np.ndarray) -> pl.Series:

@@ -71,9 +71,7 @@ class Parts:
         if not path.exists():
             return None
         with pa.OSFile(str(path), "rb") as f:
-            frame = pl.from_arrow(pa.ipc.open_stream(f).read_all())
-        assert isinstance(frame, pl.DataFrame)
-        return frame
+            return pl.DataFrame(pa.ipc.open_stream(f).read_all())
 
     def remove(self, key: int) -> None:
         if self.folder is None:

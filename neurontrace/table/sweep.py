@@ -68,6 +68,8 @@ _SAMPLE = 100_000
 _I64 = pl.Int64
 #: The narrow columns of a trace without rows.
 _EMPTY = pl.DataFrame(schema={S.START_NS: _I64, S.DUR_NS: _I64, "_step_no": _I64})
+#: The steps of no rows.
+_NO_STEPS = pl.DataFrame(schema={S.ROW: _I64, S.STEP: _I64})
 #: What a carried (open) span holds.
 _CARRIED = {"row": _I64, "lane": _I64, "start": _I64, "dur": _I64, S.STEP: pl.Int32,
             "fw": pl.Boolean, S.EXTERNAL_ID: _I64, "covered": _I64, "old": pl.Boolean}
@@ -337,7 +339,7 @@ class _Sweep:
         time, into the ``linked`` files; the step of each op that launched device work."""
         try:
             if not self.has_links:
-                return pl.DataFrame(schema={S.ROW: _I64, S.STEP: _I64})
+                return _NO_STEPS
             self._add_flows()
             linker = Linker(lambda: self.links.each(self._ranges()), self._framework,
                             self._fw_flows(), self.diag)
@@ -354,8 +356,7 @@ class _Sweep:
             rows = ops.to_frame(S.ROW)
             found = [b.select(S.ROW, S.START_NS).join(rows, on=S.ROW, how="semi")
                      for b in self._each_bucket()]
-            return steps(pl.concat(found), self.step_spans) if found else \
-                pl.DataFrame(schema={S.ROW: _I64, S.STEP: _I64})
+            return steps(pl.concat(found), self.step_spans) if found else _NO_STEPS
         finally:
             for b in range(len(self.bounds) + 1):
                 self.buckets.remove(b)
@@ -454,11 +455,8 @@ def steps(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     if spans.height == 0:
         return df.select(S.ROW, pl.lit(None, _I64).alias(S.STEP))
     order = df.select(S.ROW, S.START_NS).sort(S.START_NS)
-    hit = order.join_asof(spans, left_on=S.START_NS, right_on="s_start", strategy="backward")
-    hit = hit.select(
-        S.ROW,
-        pl.when(pl.col(S.START_NS) < pl.col("s_end")).then(pl.col("step")).alias(S.STEP),
-    )
-    return hit
+    return order.join_asof(spans, left_on=S.START_NS, right_on="s_start", strategy="backward"
+                           ).select(S.ROW, pl.when(pl.col(S.START_NS) < pl.col("s_end"))
+                                    .then(pl.col("step")).alias(S.STEP))
 
 
