@@ -384,14 +384,12 @@ class _Sweep:
     def _fw_flows(self) -> pl.DataFrame:
         """``row, flow_ids`` of the framework rows with flow arrows (the reader's, else
         those bound here)."""
-        given = []
-        if self.given_flows:
-            given = [b.filter(pl.col("fw") & pl.col(S.FLOW_IDS).is_not_null()).select(
-                S.ROW, S.FLOW_IDS) for b in self._each_bucket()]
-        bound = [f.filter("fw").select(S.ROW, S.FLOW_IDS) for f in self.fids.each(self._ranges())]
-        schema: dict[str, Any] = {S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)}
-        mine = pl.concat(given) if given else pl.DataFrame(schema=schema)
-        theirs = pl.concat(bound) if bound else pl.DataFrame(schema=schema)
+        empty = pl.DataFrame(schema={S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)})
+        given = self._each_bucket() if self.given_flows else iter(())
+        mine = pl.concat([empty, *(b.filter(pl.col("fw") & pl.col(S.FLOW_IDS).is_not_null())
+                                   .select(S.ROW, S.FLOW_IDS) for b in given)])
+        theirs = pl.concat([empty, *(f.filter("fw").select(S.ROW, S.FLOW_IDS)
+                                     for f in self.fids.each(self._ranges()))])
         return pl.concat([mine, theirs.join(mine, on=S.ROW, how="anti")])
 
 
@@ -406,12 +404,10 @@ def lane_names(lanes: pl.DataFrame, ev: Events) -> pl.Series:
     """The readable name of each lane: ``lanes`` has the keys and the layer of each
     lane's first row, in lane order."""
     keys = lane_keys(lanes)
-    given = (lanes.get_column(S.TRACK).cast(pl.String).to_list() if S.TRACK in keys
-             else [None] * lanes.height)
+    track = pl.col(S.TRACK).cast(pl.String) if S.TRACK in keys else pl.lit(None, pl.String)
     return pl.Series(S.TRACK, [
-        track if track is not None else _track_name(pid, tid, pl_, tl, layer, ev)
-        for (pid, tid, pl_, tl, layer), track in zip(
-            lanes.select(*keys[:4], S.LAYER).iter_rows(), given, strict=True)
+        given if given is not None else _track_name(pid, tid, pl_, tl, layer, ev)
+        for pid, tid, pl_, tl, layer, given in lanes.select(*keys[:4], S.LAYER, track).iter_rows()
     ], pl.String).cast(pl.Categorical)
 
 
