@@ -139,12 +139,9 @@ class Linker:
     def _external_ids(self, refs: pl.Series) -> None:
         if not self.use_ext:
             return
-        self.by_ext = (
-            self.framework(refs)
-            .sort([pl.col(S.CATEGORY) != "cpu_op", pl.col(S.ROW)])  # ops before annotations
-            .group_by(S.EXTERNAL_ID, maintain_order=True)
-            .agg(pl.col(S.ROW).first().alias("_ext_row"))
-        )
+        ops_first = self.framework(refs).sort(pl.col(S.CATEGORY) != "cpu_op", S.ROW)
+        self.by_ext = ops_first.unique(S.EXTERNAL_ID, keep="first", maintain_order=True).select(
+            S.EXTERNAL_ID, _ext_row=S.ROW)
 
     def _known(self, c: pl.DataFrame) -> pl.DataFrame:
         """``c`` with rules 1-3: ``_ext_row``, ``_nest_row`` (runtime rows), ``_corr_row``."""
@@ -229,9 +226,8 @@ class Linker:
             calls.append(c.filter((pl.col(S.LAYER) == S.RUNTIME)
                                   & pl.col(S.DEVICE_COL).is_not_null())
                          .select(S.DEVICE_COL, _t=S.START_NS, _time_row="_linked"))
-        self.by_exec = (pl.concat(owners).sort("_later", "_t", S.ROW)
-                        .group_by(S.EXECUTION, maintain_order=True)
-                        .agg(pl.col("_linked").first().alias("_exec_row")))
+        self.by_exec = pl.concat(owners).sort("_later", "_t", S.ROW).unique(
+            S.EXECUTION, keep="first", maintain_order=True).select(S.EXECUTION, _exec_row="_linked")
         opened = []
         for c in self.chunks():
             c = self._linked(c).filter(
@@ -279,8 +275,7 @@ def _first_source(entries: pl.DataFrame) -> pl.DataFrame:
     """``row, _flow_row, _fid, _model``: per flow id and model (null a key of its own), the
     entry of the first row."""
     return (entries.filter(pl.col("_fid").is_not_null()).sort(S.ROW, maintain_order=True)
-            .group_by("_fid", "_model", maintain_order=True)
-            .agg(pl.col(S.ROW, "_flow_row").first())
+            .unique(["_fid", "_model"], keep="first", maintain_order=True)
             .select(S.ROW, "_flow_row", "_fid", pl.col("_model").cast(_I64)))
 
 
