@@ -103,14 +103,11 @@ def read_chunk(job: Job, progress: Progress | None = None, here: bool = False) -
     part = job.reader.read_chunk(job.path, job.chunk, diag, progress)
     try:
         narrow = spill_all(part.batches, job.spill, limit, budget, flows)
-    except SpillLimit:  # reading it again whole would only meet it again
+    except BaseException as e:
         flows.discard()
-        raise
-    except (ChunkUnreadable, BadInput) as e:
-        flows.discard()
-        return Result(job.index, None, failed=str(e))
-    except BaseException:
-        flows.discard()
+        # read whole again, unless over the spill's limit (a whole read would meet it too)
+        if isinstance(e, (ChunkUnreadable, BadInput)) and not isinstance(e, SpillLimit):
+            return Result(job.index, None, failed=str(e))
         raise
     return Result(job.index, narrow, "", flows.finish(), part.summary, diag)
 
