@@ -184,9 +184,16 @@ class Linker:
                 S.ROW, pl.col(S.FLOW_IDS).alias("_fid"), pl.col(S.MODEL_ID).alias("_model")))
         if not todo_parts:  # no rows at all
             return
-        src = _first_source(pl.concat(sources)).with_columns(_gen=pl.lit(0, _I64))
         todo = (pl.concat(todo_parts).sort(S.ROW, maintain_order=True).explode("_fid")
                 .with_row_index("_i"))
+        if todo.height == 0:  # every row linked by 1-3
+            return
+        # only the flow ids of rows left to link can be followed: the sources of the
+        # others (on CUDA, every launch) are dropped before they are combined, so memory
+        # follows the rows rule 4 links, not every flow arrow of the trace
+        wanted = pl.col("_fid").is_in(todo.get_column("_fid").drop_nulls().unique().implode())
+        src = _first_source(pl.concat([s.filter(wanted) for s in sources])
+                            ).with_columns(_gen=pl.lit(0, _I64))
         hops = []
         for gen in range(1, FLOW_HOPS + 1):
             hit = _flow_hits(todo, src)
