@@ -139,7 +139,8 @@ def _flows(ev: Events, done: Spilled) -> SpilledFrames | None:
     if not streamed.rows:
         return None
     if ev.flows is not None and ev.flows.num_rows:
-        whole = pl.DataFrame(ev.flows)
+        whole = pl.from_arrow(ev.flows)  # not pl.DataFrame(table): see parts.Parts.read
+        assert isinstance(whole, pl.DataFrame)
         streamed.pieces.append(whole)
         streamed.rows += whole.height
     held = streamed.in_memory()

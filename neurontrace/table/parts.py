@@ -71,7 +71,11 @@ class Parts:
         if not path.exists():
             return None
         with pa.OSFile(str(path), "rb") as f:
-            return pl.DataFrame(pa.ipc.open_stream(f).read_all())
+            frame = pl.from_arrow(pa.ipc.open_stream(f).read_all())
+        # from_arrow keeps the stream's batches as chunks; pl.DataFrame(table) copies every
+        # column into one while the table is alive (2 GB CUDA trace: 1,150 MiB, not 680)
+        assert isinstance(frame, pl.DataFrame)
+        return frame
 
     def remove(self, key: int) -> None:
         if self.folder is None:
