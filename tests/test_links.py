@@ -116,3 +116,31 @@ def test_a_flow_link_prefers_its_own_model_then_an_op_of_no_model(tmp_path: Path
     assert got == [("aten::mul", None, None), ("aten::add", None, None),
                    ("nrt_execute", 1, "nesting"), ("exec of model 9", 1, "flow"),
                    ("exec of model 8", 0, "flow")]
+
+
+def test_flow_sources_are_kept_only_for_the_flow_ids_of_rows_left_to_link(
+        tmp_path: Path, monkeypatch) -> None:
+    # SYNTHETIC: on a CUDA trace every launch is a flow source, and almost no row is left
+    # for rule 4; the sources it looks through must be those of the flow ids of the rows
+    # left to link (memory follows those rows, not every arrow of the trace), and the
+    # link is the same. Flows 2-4 are carried only by rows linked by nesting.
+    from neurontrace.table import linking
+
+    seen: list[set] = []
+    real = linking._flow_hits
+
+    def recording(todo: pl.DataFrame, src: pl.DataFrame) -> pl.DataFrame:
+        seen.append(set(src.get_column("_fid").to_list()))
+        return real(todo, src)
+
+    monkeypatch.setattr(linking, "_flow_hits", recording)
+    got = _neuron_links(tmp_path, [
+        ("framework", "aten::mul", 100, 100, 1, "9", None),
+        ("neuron_rt", "nrt_execute", 110, 10, 1, "1", 7),
+        ("neuron_rt", "nrt_tensor_write", 130, 10, 1, "2", 7),
+        ("neuron_rt", "nrt_tensor_read", 150, 10, 1, "3", 7),
+        ("neuron_rt", "nrt_execute", 170, 10, 1, "4", 7),
+        ("neuron_hw", "exec of flow 1", 300, 10, 2, "1", 7),
+    ])
+    assert got[-1] == ("exec of flow 1", 0, "flow")
+    assert seen and all(fids == {"neuron:1"} for fids in seen)
