@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import neurontrace
 from neurontrace import schema as S
@@ -119,7 +120,7 @@ def test_a_flow_link_prefers_its_own_model_then_an_op_of_no_model(tmp_path: Path
 
 
 def test_flow_sources_are_kept_only_for_the_flow_ids_of_rows_left_to_link(
-        tmp_path: Path, monkeypatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # SYNTHETIC: on a CUDA trace every launch is a flow source, and almost no row is left
     # for rule 4; the sources it looks through must be those of the flow ids of the rows
     # left to link (memory follows those rows, not every arrow of the trace), and the
