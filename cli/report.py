@@ -78,17 +78,13 @@ def report(paths: tuple[Path, ...], top: int, html_out: Path | None, max_events:
         T.show(F.part(run.findings[:n] if n else run.findings, len(run.findings)))
 
 
-def analyse(events: Mapping[str, pl.LazyFrame]) -> list[Run]:
+def analysed(events: Mapping[str, pl.LazyFrame]) -> tuple[list[Run], list[dict[str, Any]]]:
     """Each run's :func:`neurontrace.analyses.report`, computed once with every row, and
     its findings (:func:`.advice.advise`, given the report: nothing computed twice): the
-    terminal and the HTML page both show (a cut of) them."""
-    return analysed(events)[0]
-
-
-def analysed(events: Mapping[str, pl.LazyFrame]) -> tuple[list[Run], list[dict[str, Any]]]:
-    """:func:`analyse`'s runs, and the findings that appeared, disappeared or stayed in
-    each run against the first (:func:`.advice.diff.against_first`, as ``compare``
-    gives them; none for one run), from the same findings."""
+    terminal and the HTML page both show (a cut of) them; and the findings that appeared,
+    disappeared or stayed in each run against the first
+    (:func:`.advice.diff.against_first`, as ``compare`` gives them; none for one run),
+    from the same findings."""
     runs, found = [], {}
     for name, lf in events.items():
         r = analyses.report(lf, top=ALL)
