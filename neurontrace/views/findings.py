@@ -25,8 +25,7 @@ _INDENT = "        "
 def at_stake(record: Mapping[str, Any]) -> str:
     """``36.0 µs to 46.8 µs a step (20.7% of the step, 74.7% of device time)``; one
     figure where the ends are equal (measured)."""
-    low, high = record["at_stake_ns"]["low"], record["at_stake_ns"]["high"]
-    figure = duration(low) if low == high else f"{duration(low)} to {duration(high)}"
+    figure = stake_range(record["at_stake_ns"])
     shares = [f"{percent(v)} of the {'step' if k == 'step' else 'device time'}"
               for k, v in record["share"].items() if v is not None]
     return f"{figure} a step" + (f" ({', '.join(shares)})" if shares else "")
@@ -71,11 +70,20 @@ def part(records: Sequence[Mapping[str, Any]], total: int) -> list[str]:
     return out
 
 
-def _stake(v: Mapping[str, int] | None) -> str:
-    if v is None:
-        return "-"
+def stake_range(v: Mapping[str, int]) -> str:
+    """A time at stake ``{"low", "high"}`` (ns): ``36.0 µs to 46.8 µs``, one figure where
+    the ends are equal (measured)."""
     low, high = v["low"], v["high"]
     return duration(low) if low == high else f"{duration(low)} to {duration(high)}"
+
+
+def change_stake(row: Mapping[str, Any]) -> str:
+    """A changed finding's time at stake a step (a row of ``advice.diff.changes``): the
+    earlier run's (``was 47.2 µs a step``) for one that disappeared, else the later
+    run's (``47.2 µs a step``)."""
+    if row["change"] == "disappeared":
+        return f"was {stake_range(row['before'])} a step"
+    return f"{stake_range(row['after'])} a step"
 
 
 def changes(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
@@ -94,8 +102,6 @@ def changes(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str
         for r in mine:
             if r["change"] == "kept":
                 continue
-            was = (f"was {_stake(r['before'])} a step" if r["change"] == "disappeared"
-                   else f"{_stake(r['after'])} a step")
             out.append(f"    {r['change']:<11} {r['severity']:<7} {r['rule']}: {r['title']} "
-                       f"({was})")
+                       f"({change_stake(r)})")
     return out

@@ -25,9 +25,9 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.analyses.gaps import CAUSES
 from neurontrace.io import atomic
-from neurontrace.views.findings import at_stake
+from neurontrace.views.findings import at_stake, change_stake
 from neurontrace.views.results import Run, cut
-from neurontrace.views.terminal import duration, no_device_work
+from neurontrace.views.terminal import no_device_work
 
 MAX_EVENTS = 20_000
 MAX_DEPTH = 5  # nesting levels drawn per lane; deeper spans are drawn at this level
@@ -57,7 +57,7 @@ def page_data(runs: Sequence[Run], comparison: pl.DataFrame | None = None, top: 
     if len(runs) > 1 and comparison is not None:
         data["compare"] = comparison.to_dicts()
     if len(runs) > 1 and changes is not None:
-        data["changes"] = [{**row, "at_stake_text": _change_stake(row)} for row in changes]
+        data["changes"] = [{**row, "at_stake_text": change_stake(row)} for row in changes]
     return data
 
 
@@ -73,16 +73,6 @@ def write(runs: Sequence[Run], out: str | os.PathLike[str],
     with atomic.writing(dst) as tmp:
         tmp.write_text(html, encoding="utf-8")
     return dst
-
-
-def _change_stake(row: Mapping[str, Any]) -> str:
-    """A changed finding's time at stake a step, as ``compare`` words it: the earlier
-    run's (``was ...``) for one that disappeared, else the later run's."""
-    gone = row["change"] == "disappeared"
-    v = row["before"] if gone else row["after"]
-    low, high = v["low"], v["high"]
-    figure = duration(low) if low == high else f"{duration(low)} to {duration(high)}"
-    return f"was {figure} a step" if gone else f"{figure} a step"
 
 
 def _run(run: Run, top: int, max_events: int) -> dict[str, Any]:
