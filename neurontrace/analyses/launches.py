@@ -53,7 +53,7 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.analyses import intervals as I
 from neurontrace.analyses import vocab as V
-from neurontrace.analyses.ops import UNLINKED
+from neurontrace.analyses.ops import UNLINKED, op_names
 
 By = Literal["name", "op"]
 
@@ -72,21 +72,6 @@ SUMMARY_COLUMNS = (
 ANNOTATION_COLUMNS = (S.NAME, "calls", "total_ns", "mean_ns", "min_ns", "max_ns")
 
 _I64 = pl.Int64
-
-
-def op_names(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """``framework_row, op``: the name of each framework row as the device view charges
-    it (a :data:`.vocab.COLLECTIVE_RECORDS` row goes to its parent op)."""
-    framework = lf.filter(pl.col(S.LAYER) == S.FRAMEWORK)
-    parents = framework.filter(V.is_op()).select(
-        pl.col(S.ROW).alias(S.PARENT), V.op_name().alias("_parent_name"))
-    return framework.select(S.ROW, S.PARENT, V.op_name().alias("op")).join(
-        parents, on=S.PARENT, how="left"
-    ).select(
-        pl.col(S.ROW).alias(S.FRAMEWORK_ROW),
-        pl.when(pl.col("op").is_in(V.COLLECTIVE_RECORDS) & pl.col("_parent_name").is_not_null())
-        .then(pl.col("_parent_name")).otherwise(pl.col("op")).alias("op"),
-    )
 
 
 def _work(lf: pl.LazyFrame) -> pl.DataFrame:

@@ -161,22 +161,27 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def device_ops(lf: pl.LazyFrame) -> pl.DataFrame:
-    """The device view (see the module docstring)."""
+def op_names(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """``framework_row, op``: the name of each framework row as the device view charges
+    it (a :data:`.vocab.COLLECTIVE_RECORDS` row goes to its parent op)."""
     framework = lf.filter(pl.col(S.LAYER) == S.FRAMEWORK)
     parents = framework.filter(V.is_op()).select(
         pl.col(S.ROW).alias(S.PARENT), V.op_name().alias("_parent_name"))
-    names = framework.select(S.ROW, S.PARENT, V.op_name().alias(NAME)).join(
+    return framework.select(S.ROW, S.PARENT, V.op_name().alias("op")).join(
         parents, on=S.PARENT, how="left"
     ).select(
         pl.col(S.ROW).alias(S.FRAMEWORK_ROW),
-        pl.when(pl.col(NAME).is_in(V.COLLECTIVE_RECORDS) & pl.col("_parent_name").is_not_null())
-        .then(pl.col("_parent_name")).otherwise(pl.col(NAME)).alias(NAME),
+        pl.when(pl.col("op").is_in(V.COLLECTIVE_RECORDS) & pl.col("_parent_name").is_not_null())
+        .then(pl.col("_parent_name")).otherwise(pl.col("op")).alias("op"),
     )
+
+
+def device_ops(lf: pl.LazyFrame) -> pl.DataFrame:
+    """The device view (see the module docstring)."""
     out = (
         launches(lf)
-        .join(names, on=S.FRAMEWORK_ROW, how="left")
-        .group_by(pl.col(NAME).fill_null(UNLINKED))
+        .join(op_names(lf), on=S.FRAMEWORK_ROW, how="left")
+        .group_by(pl.col("op").fill_null(UNLINKED).alias(NAME))
         .agg(
             pl.len().cast(pl.Int64).alias(CALLS),
             pl.col(S.DUR_NS).sum().alias(SELF_NS),
