@@ -36,7 +36,7 @@ from neurontrace import schema as S
 from neurontrace.convert import convert, load_all
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, UnknownFormat, shown
-from neurontrace.io import store
+from neurontrace.io import scratch, store
 from neurontrace.io.destination import matching
 from neurontrace.io.digest import content_digest
 from neurontrace.readers import detect
@@ -123,7 +123,7 @@ def _private_folder(folder: Path) -> bool:
         st = os.lstat(folder)
     except OSError:
         return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+    return scratch.private_folder(st)
 
 
 def cached(path: Path, cache: Path, diag: Diagnostics | None = None,

@@ -173,13 +173,18 @@ def cache_folder(parent: Path | None, run: Path) -> Iterator[Path]:
     if st is None:
         yield _private(run)
         return
-    mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
     try:
-        yield path if mine else _private(run)
+        yield path if private_folder(st) else _private(run)
     finally:
         if made:
             with suppress(OSError):
                 path.rmdir()  # only when empty
+
+
+def private_folder(st: os.stat_result) -> bool:
+    """Whether ``st`` (from ``lstat``: a symlink is not) is a folder of this user's, closed
+    to every other user."""
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
 
 
 def _private(run: Path) -> Path:
