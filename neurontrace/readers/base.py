@@ -72,6 +72,14 @@ class Events:
     rank: int | None = None
     format: str = ""
 
+    @classmethod
+    def filled_by(cls, fmt: str, fill: Callable[[Events], Iterator[Batch]]) -> Events:
+        """The events of a reader of format ``fmt`` whose batches are ``fill(events)``: a
+        generator that sets the other fields of ``events`` once its batches are read."""
+        ev = cls(batches=iter(()), format=fmt)
+        ev.batches = fill(ev)
+        return ev
+
 
 class Reader(Protocol):
     """One input format."""

@@ -40,9 +40,8 @@ class ExportReader:
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         inner = KinetoReader().read(path, diag, progress)
-        ev = Events(batches=iter(()), format=self.name)
 
-        def batches() -> Iterator[pa.RecordBatch]:
+        def batches(ev: Events) -> Iterator[pa.RecordBatch]:
             for batch in inner.batches:
                 if isinstance(batch, Flows):  # the export's arrows: not the input's
                     continue
@@ -54,8 +53,7 @@ class ExportReader:
             ev.clock = inner.clock
             ev.rank = inner.rank
 
-        ev.batches = batches()
-        return ev
+        return Events.filled_by(self.name, batches)
 
 
 #: Columns the Kineto reader reads as they are; the others are restored from the payload.

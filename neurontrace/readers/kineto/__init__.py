@@ -79,16 +79,13 @@ class KinetoReader:
         return False
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        ev = Events(batches=iter(()), format=self.name)
-
-        def batches() -> Iterator[Batch]:
+        def batches(ev: Events) -> Iterator[Batch]:
             stream = ArrayStream(path, KEY)
             meta = Metadata()
             yield from _rows(stream, path, meta, diag, progress)
             finish(ev, path, stream.outer, meta)
 
-        ev.batches = batches()
-        return ev
+        return Events.filled_by(self.name, batches)
 
     # -- chunks (see neurontrace.readers.base.Divisible) -----------------------------------
     def chunks(self, path: Path, aims: Callable[[int, int], list[int]]) -> list[Chunk]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -30,7 +30,6 @@ import polars as pl
 import pyarrow as pa
 
 from neurontrace import schema as S
-from neurontrace.readers.base import Batch, Events
 
 EXEC_EVENT = "nc_exec_running"
 SYNC_EVENT = "timestamp_sync_point"
@@ -145,14 +144,6 @@ def to_batch(df: pl.DataFrame) -> pa.RecordBatch:
     if table.num_rows == 0:
         return pa.RecordBatch.from_pylist([], schema=BATCH_SCHEMA)
     return table.to_batches()[0]
-
-
-def events(fmt: str, fill: Callable[[Events], Iterator[Batch]]) -> Events:
-    """The events of a reader of format ``fmt`` whose batches are ``fill(events)``: a
-    generator that sets the other fields of ``events`` once its batches are read."""
-    ev = Events(batches=iter(()), format=fmt)
-    ev.batches = fill(ev)
-    return ev
 
 
 def engine(name: pl.Expr) -> pl.Expr:

@@ -143,7 +143,7 @@ class DeviceJsonReader:
         return bool(_DEVICE_HEAD.search(head))
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        return N.events(self.name, lambda ev: self._batches(path, diag, ev))
+        return Events.filled_by(self.name, lambda ev: self._batches(path, diag, ev))
 
     def _batches(self, path: Path, diag: Diagnostics, ev: Events) -> Iterator[pa.RecordBatch]:
         doc = _load(path, diag)

@@ -81,7 +81,7 @@ class ExplorerReader:
             raise BadInput(f"{shown(path)}: not a Neuron Explorer folder (a folder of "
                            f"<table>.parquet files with {SYSTEM} or one of "
                            f"{', '.join(DEVICE_TABLES)})")
-        return N.events(self.name, _Read(path, diag, progress).batches)
+        return Events.filled_by(self.name, _Read(path, diag, progress).batches)
 
 
 class _Read:

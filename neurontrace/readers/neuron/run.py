@@ -184,7 +184,7 @@ def read_capture(cap: Capture, cache: Path | None, diag: Diagnostics,
             neuron.append((ExplorerReader(), explorer_output(args, capture, cache)))
     for reader, path in neuron:
         parts.append((reader.name, path, reader.read(path, diag, None)))
-    return N.events(RunReader.name, lambda out: merge(parts, cap, out, diag))
+    return Events.filled_by(RunReader.name, lambda out: merge(parts, cap, out, diag))
 
 
 def _raw(cap: Capture) -> list[tuple[Path, list[str]]]:

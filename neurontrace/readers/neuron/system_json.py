@@ -68,7 +68,7 @@ class SystemJsonReader:
         return b'"trace_event"' in head
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        return N.events(self.name, lambda ev: self._batches(path, diag, progress, ev))
+        return Events.filled_by(self.name, lambda ev: self._batches(path, diag, progress, ev))
 
     def _batches(self, path: Path, diag: Diagnostics, progress: Progress | None,
                  ev: Events) -> Iterator[pa.RecordBatch]:
@@ -158,7 +158,7 @@ class LiveFetchReader:
         return b'"events"' in head and (b'"tracking_id"' in head or b'"event_type"' in head)
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        return N.events(self.name, lambda ev: self._batches(path, diag, ev))
+        return Events.filled_by(self.name, lambda ev: self._batches(path, diag, ev))
 
     def _batches(self, path: Path, diag: Diagnostics, ev: Events) -> Iterator[pa.RecordBatch]:
         stream = ArrayStream(path, b"events")
