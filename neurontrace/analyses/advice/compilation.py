@@ -31,6 +31,7 @@ import re
 import polars as pl
 
 from neurontrace import schema as S
+from neurontrace.analyses import intervals as I
 from neurontrace.analyses import vocab as V
 from neurontrace.analyses.advice.base import HOST, Facts, Finding, per_step, us
 
@@ -54,7 +55,9 @@ def find(facts: Facts) -> list[Finding]:
         end=pl.col(S.START_NS) + pl.col(S.DUR_NS)).collect()
     if not spans.height:
         return []
-    pieces = _union(spans.lazy()).collect()
+    # per rank and thread, nested phases counted once; a piece's step is its first range's
+    pieces = I.union(spans, [S.RANK, S.TRACK], first=[S.STEP]).rename(
+        {f"_first_{S.STEP}": S.STEP}).collect()
     ids = fw.filter(pl.col(S.NAME).str.contains(COMPILE_ID.pattern)).select(
         S.STEP, pl.col(S.NAME).str.extract(COMPILE_ID.pattern, 0).alias("id")).unique(
         ).collect()
@@ -90,18 +93,3 @@ def find(facts: Facts) -> list[Finding]:
                      "in a later step is a new graph: keep shapes stable (pad or bucket "
                      "them)")
     return [facts.finding(RULE, HOST, title, (), (at, at), evidence, "; ".join(hints))]
-
-
-def _union(ranges: pl.LazyFrame) -> pl.LazyFrame:
-    """The union of ``ranges`` per rank and thread (nested phases counted once):
-    ``rank, track, start, end, step`` (the first range's step)."""
-    keys = [S.RANK, S.TRACK]
-    reach = pl.col("end").cum_max().shift(1).over(keys)
-    piece = (pl.col("start") > reach).fill_null(True).cum_sum().over(keys)
-    return (
-        ranges.sort(*keys, "start")
-        .with_columns(_piece=piece)
-        .group_by(*keys, "_piece")
-        .agg(pl.col("start").min(), pl.col("end").max(), pl.col(S.STEP).first())
-        .drop("_piece")
-    )
