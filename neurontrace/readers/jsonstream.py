@@ -64,7 +64,6 @@ from neurontrace.readers.jsonrepair import Repairs, decode_error_position, is_ut
 #: What the readers and the tests import from here (some defined in the modules above).
 __all__ = ["BLOCK", "ArrayStream", "Decoded", "Misaligned", "array_start", "cuts", "decode_chunk",
            "decode_error_position", "open_binary", "outer_fields", "read_head", "repair"]
-_Lexer = Lexer  # (the tests count its work through this name)
 
 BLOCK = 8 << 20  # bytes read per step
 #: The key whose array a document may also be alone, as a bare top-level array.
