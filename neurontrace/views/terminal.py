@@ -32,17 +32,13 @@ from neurontrace.views.tables import (  # noqa: F401 - the commands take them fr
     emit_csv,
     emit_json,
     heading,
-    known_width,
     nbytes,
     percent,
     ratio,
     records,
     show,
     table_text,
-    text,
     top_rows,
-    width,
-    wrapped,
 )
 
 if TYPE_CHECKING:  # the capture summary's figures (computed there, laid out here)
