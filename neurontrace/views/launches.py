@@ -1,6 +1,6 @@
 """What ``neurontrace launches`` and ``neurontrace ranks`` print: the tables of
 :mod:`neurontrace.analyses.launches` and :mod:`neurontrace.analyses.ranks`, laid out
-with :mod:`.terminal`'s tables. Nothing here computes a figure."""
+with :mod:`.tables`' tables. Nothing here computes a figure."""
 
 from __future__ import annotations
 
