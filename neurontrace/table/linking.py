@@ -269,8 +269,8 @@ def _first_per(parts: list[pl.DataFrame], key: str, value: str) -> pl.DataFrame:
     if not parts:
         return pl.DataFrame(schema={key: _I64, value: _I64})
     frame = pl.concat([p.filter(pl.col(key).is_not_null()) for p in parts])
-    return frame.sort(S.ROW, maintain_order=True).group_by(key, maintain_order=True).agg(
-        pl.col(value).first())
+    return frame.sort(S.ROW, maintain_order=True).unique(
+        key, keep="first", maintain_order=True).select(key, value)
 
 
 def _with_model(c: pl.DataFrame) -> pl.DataFrame:
