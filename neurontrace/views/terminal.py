@@ -44,6 +44,7 @@ from neurontrace.views.tables import (  # noqa: F401 - the commands take them fr
 if TYPE_CHECKING:  # the capture summary's figures (computed there, laid out here)
     from neurontrace.capture.report import Summary
 
+
 def warnings(diag: Diagnostics, verbose: int) -> None:
     """The readers' notes (what was merged: :func:`after_output`), then their warnings
     on stderr under ``-v``; otherwise one line counting them."""
