@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import msgspec
 import polars as pl
 import pyarrow as pa
 
 from neurontrace.errors import BadInput, one_line, shown
+from neurontrace.readers import neuron as N
 from neurontrace.readers.neuron.explorer_folders import DEVICE_TABLES, SYSTEM
 
 #: A warning about a table's columns: (code, message, count).
@@ -187,9 +187,7 @@ def _json_safe(s: pl.Series) -> pl.Series:
         return s
     if s.dtype == pl.Binary:
         return s.bin.encode("hex")
-    enc = msgspec.json.Encoder()
-    return pl.Series(s.name, [None if v is None else enc.encode(v).decode()
-                              for v in s.to_list()], pl.String)
+    return pl.Series(s.name, list(map(N.json_text, s.to_list())), pl.String)
 
 
 def _holds_bytes(dt: pl.DataType | pl.datatypes.DataTypeClass) -> bool:
