@@ -99,8 +99,8 @@ class Linker:
             work = pl.col(S.LAYER) == S.DEVICE
             if S.ROLE in c.columns:
                 work &= ~pl.col(S.ROLE).cast(pl.String).is_in(NOT_LAUNCHED).fill_null(False)
-            unlinked += c.with_columns(out.get_column(S.FRAMEWORK_ROW)).filter(
-                work & pl.col(S.FRAMEWORK_ROW).is_null()).height
+            unlinked += int((c.select(work).to_series()
+                             & out.get_column(S.FRAMEWORK_ROW).is_null()).sum())
             yield out
         if unlinked:
             self.diag.warn(
