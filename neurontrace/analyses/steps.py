@@ -67,18 +67,20 @@ def steps(lf: pl.LazyFrame, read: Inputs | None = None) -> pl.DataFrame:
 
     ``read``: what :func:`.gaps.inputs` read from ``lf``, when the caller has it already
     (``None``: read here, only when the trace has steps)."""
-    windows, per_step, work = pl.collect_all([
+    queries = [
         step_windows(lf),
         launches(lf)
         .filter(pl.col("step").is_not_null())
         .group_by(S.RANK, "step")
         .agg(launches=pl.len().cast(pl.Int64)),
-        lf.filter(V.is_device_work()).select(pl.len()),
-    ], engine=I.ENGINE)
+    ]
+    if read is None:  # to read the inputs only with device work (without it: no gaps)
+        queries.append(lf.filter(V.is_device_work()).select(pl.len()))
+    windows, per_step, *work = pl.collect_all(queries, engine=I.ENGINE)
     if windows.height == 0:
         return pl.DataFrame(schema={c: (pl.Int64) for c in COLUMNS})
-    if read is None:  # without device work, nothing of it is needed: no gaps
-        read = inputs(lf if work.item() else lf.clear())
+    if read is None:
+        read = inputs(lf if work[0].item() else lf.clear())
     by = [S.RANK]
     pieces, gaps = idle(read, by)
     parts = explain(read, cut_at(gaps, windows))
