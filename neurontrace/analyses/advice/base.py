@@ -30,7 +30,7 @@ from neurontrace import schema as S
 from neurontrace.analyses import vocab as V
 from neurontrace.analyses.compare import extent
 from neurontrace.analyses.copies import copies
-from neurontrace.analyses.gaps import Gaps, gaps
+from neurontrace.analyses.gaps import Gaps, Inputs, gaps, inputs
 from neurontrace.analyses.ops import UNLINKED, device_ops, host_ops
 from neurontrace.analyses.report import Report
 from neurontrace.analyses.steps import steps
@@ -112,14 +112,20 @@ class Facts:
         return facts
 
     @cached_property
+    def read(self) -> Inputs:
+        """:func:`.gaps.inputs`, read once for :attr:`steps` and :attr:`gaps` (without
+        device work, of no rows: there is no gap to explain)."""
+        return inputs(self.lf if self.has_device else self.lf.clear())
+
+    @cached_property
     def steps(self) -> pl.DataFrame:
         """:func:`.steps.steps`."""
-        return steps(self.lf)
+        return steps(self.lf, self.read)
 
     @cached_property
     def gaps(self) -> Gaps:
         """:func:`.gaps.gaps`."""
-        return gaps(self.lf)
+        return gaps(self.lf, read=self.read)
 
     @cached_property
     def copies(self) -> pl.DataFrame:
