@@ -192,7 +192,7 @@ def convert_one(job: Job, progress: Progress | None = None) -> JobOutput:
 def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> JobOutput:
     fs = job.out.fs
     rows = pq.read_metadata(found, filesystem=fs).num_rows
-    counts = json.loads(meta.get(b"neurontrace.warnings", b"{}"))
+    counts = json.loads(meta.get(S.META_WARNINGS, b"{}"))
     path = found
     prev = job.previous
     if prev is not None and prev.local is not None and job.out.local is not None \
