@@ -20,7 +20,7 @@ from neurontrace.readers.base import FLOWS_SCHEMA
 from neurontrace.readers.jsonrepair import is_utf8
 from neurontrace.readers.kineto.events import ANY_JSON, Event, dump
 from neurontrace.readers.kineto.roles import arg_text, classify
-from neurontrace.readers.units import I64_MAX, microseconds_to_ns
+from neurontrace.readers.units import I64_MAX, I64_MIN, microseconds_to_ns
 
 #: Kineto categories of the device layer. Any other category that starts with a runtime's
 #: prefix (``cuda_runtime``, ``cuda_driver``, ``privateuse1_runtime``, ``mtia_runtime``,
@@ -179,7 +179,7 @@ def _ids(values: list[Any], what: str, path: Path, diag: Diagnostics) -> tuple[p
         pass
     wide = 0
     for i, v in enumerate(nums):  # integers beyond 64 bits: kept as text
-        if v is not None and not -(1 << 63) <= v < (1 << 63):
+        if v is not None and not I64_MIN <= v <= I64_MAX:
             nums[i] = None
             labels[i] = str(v)
             wide += 1

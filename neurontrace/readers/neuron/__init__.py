@@ -30,6 +30,7 @@ import polars as pl
 import pyarrow as pa
 
 from neurontrace import schema as S
+from neurontrace.readers.units import I64_MAX, I64_MIN
 
 EXEC_EVENT = "nc_exec_running"
 SYNC_EVENT = "timestamp_sync_point"
@@ -239,7 +240,6 @@ def int_or_label(values: pl.Series) -> tuple[pl.Series, pl.Series]:
 
 _NUM = re.compile(r"\d+")
 _INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
-INT64 = range(-(2**63), 2**63)
 
 
 def int_value(v: Any) -> int | None:
@@ -258,7 +258,7 @@ def int_value(v: Any) -> int | None:
         n = int(v) if math.isfinite(v) else None
     else:
         return None
-    return n if n is not None and n in INT64 else None
+    return n if n is not None and I64_MIN <= n <= I64_MAX else None
 
 
 def numeric_ids(name: str) -> list[str]:
