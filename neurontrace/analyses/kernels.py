@@ -48,7 +48,7 @@ def kernels(lf: pl.LazyFrame) -> pl.DataFrame:
         .select(
             S.ROW, S.RANK, S.NAME, S.START_NS,
             _end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
-            _key=pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String)),
+            _key=V.work_key(),
         )
         .group_by(S.RANK, "_key")
         .agg(

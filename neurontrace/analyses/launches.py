@@ -83,7 +83,7 @@ def _work(lf: pl.LazyFrame) -> pl.DataFrame:
         .select(
             S.ROW, S.RANK, S.NAME, S.STREAM, S.STEP, S.FRAMEWORK_ROW, S.CORRELATION,
             S.MODEL_ID, S.START_NS, _end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
-            _key=pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String)),
+            _key=V.work_key(),
         )
         .sort(S.ROW)
         .group_by(S.RANK, "_key", maintain_order=True)
@@ -134,8 +134,7 @@ def _by_flow(work: pl.DataFrame, calls: pl.LazyFrame, lf: pl.LazyFrame) -> pl.Da
     keys = work.select(S.RANK, "_key", "device_start_ns")
     flows = (
         lf.filter(V.is_device_work() & pl.col(S.FLOW_IDS).is_not_null())
-        .select(S.RANK, S.MODEL_ID, _flow=S.FLOW_IDS,
-                _key=pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String)))
+        .select(S.RANK, S.MODEL_ID, _flow=S.FLOW_IDS, _key=V.work_key())
         .explode("_flow")
         .join(keys.lazy(), on=[S.RANK, "_key"], how="inner")
     )

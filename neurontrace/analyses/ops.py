@@ -140,7 +140,7 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
     work = lf.filter(V.is_device_work()).select(
         S.ROW, S.RANK, S.FRAMEWORK_ROW, S.START_NS,
         end_ns=pl.col(S.START_NS) + pl.col(S.DUR_NS),
-        _key=pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String)),
+        _key=V.work_key(),
     )
     grouped = work.group_by(S.RANK, "_key").agg(
         pl.col(S.FRAMEWORK_ROW).drop_nulls().first(),

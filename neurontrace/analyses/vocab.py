@@ -94,6 +94,12 @@ def is_device_work() -> pl.Expr:
     return work & ~(detail & has_executions)
 
 
+def work_key() -> pl.Expr:
+    """Which piece of device work a row is (a string): its ``execution`` (one NeuronCore
+    execution seen on several cores is one piece), else its own ``row``."""
+    return pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String))
+
+
 def is_host_event() -> pl.Expr:
     """The host spans ``key_averages()`` is built from (before its name filter)."""
     return (

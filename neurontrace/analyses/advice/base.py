@@ -187,7 +187,7 @@ class Facts:
         work = self.lf.filter(V.is_device_work() & (pl.col(S.DUR_NS) > 0)).select(
             S.ROW, S.RANK, S.TRACK, S.FRAMEWORK_ROW, S.START_NS,
             end=pl.col(S.START_NS) + pl.col(S.DUR_NS),
-            _key=pl.coalesce(pl.col(S.EXECUTION), pl.col(S.ROW).cast(pl.String)),
+            _key=V.work_key(),
         )
         one = work.group_by(S.RANK, "_key").agg(
             pl.col(S.ROW).min(), pl.col(S.TRACK).sort_by(S.START_NS, S.TRACK).first().alias("lane"),
