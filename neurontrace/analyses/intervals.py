@@ -121,22 +121,6 @@ def before(
     return [found.slice(i * n, n).alias(c) for i, c in enumerate(at)]
 
 
-def coverage(
-    pieces: pl.DataFrame | pl.LazyFrame,
-    points: pl.DataFrame | pl.LazyFrame,
-    by: Sequence[str],
-    at: str,
-    out: str,
-) -> pl.LazyFrame:
-    """Add column ``out`` to ``points``: the length of ``pieces`` before time ``at``.
-
-    ``pieces`` must be disjoint per ``by`` group (as :func:`union` returns them). The
-    points keep their order.
-    """
-    frame = points.lazy().collect(engine=ENGINE)
-    return frame.with_columns(before(pieces, frame, by, [at])[0].alias(out)).lazy()
-
-
 def overlap(
     pieces: pl.DataFrame | pl.LazyFrame,
     windows: pl.DataFrame | pl.LazyFrame,
