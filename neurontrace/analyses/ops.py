@@ -103,10 +103,9 @@ def host_events(lf: pl.LazyFrame) -> pl.DataFrame:
     kids_ns = np.zeros(len(parent), np.int64)
     np.add.at(kids_ns, parent[has], dur[has])  # exact int64 sums
     kids = np.bincount(parent[has], minlength=len(parent))
-    at = pl.Series(np.maximum(parent, 0))
+    at = np.maximum(parent, 0)  # a position to gather at (where a span has no parent: 0)
     names = rows.get_column(S.NAME)
-    merged = pl.Series(has) & (names.gather(at) == names).fill_null(False) & pl.Series(
-        kids[np.maximum(parent, 0)] == 1)
+    merged = pl.Series(has & (kids[at] == 1)) & (names.gather(at) == names).fill_null(False)
     parent_row = rows.get_column(S.ROW).gather(at).scatter(np.nonzero(~has)[0], None)
     return rows.select(
         S.ROW, S.RANK, S.NAME, S.START_NS, S.DUR_NS,
