@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -19,9 +18,6 @@ import pyarrow.ipc
 
 from neurontrace import schema as S
 from neurontrace.table.flows import with_flows
-
-if TYPE_CHECKING:
-    from neurontrace.table.sweep import _Sweep
 
 _I64 = pl.Int64
 #: The output columns derived by the sweep, in schema order (the others are the
@@ -114,14 +110,20 @@ class Parts:
 
 
 class Ranges:
-    """The derived columns, read back a range of rows at a time, in row order."""
+    """The derived columns, read back a range of rows at a time, in row order.
 
-    def __init__(self, sweep: _Sweep, launch_steps: pl.DataFrame) -> None:
-        self.folder = sweep.folder
-        self.files = (sweep.ranges, sweep.fids, sweep.linked)
-        self.height = sweep.narrow.rows
-        self.size = sweep.range_size
-        self.names = sweep.names
+    ``files``: the sweep's frames by row range (lane, nesting and step; flow ids; links),
+    ranges of ``size`` rows, ``height`` rows in all; ``names`` the track of each lane;
+    ``launch_steps`` (row, step) the step of each op that launched device work.
+    """
+
+    def __init__(self, files: tuple[Parts, Parts, Parts], height: int, size: int,
+                 names: pl.Series, launch_steps: pl.DataFrame) -> None:
+        self.folder = files[0].folder
+        self.files = files
+        self.height = height
+        self.size = size
+        self.names = names
         self.launch_steps = launch_steps.select(
             pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.STEP).cast(pl.Int32).alias("_op_step"))
         self._cached: tuple[int, pl.DataFrame] | None = None

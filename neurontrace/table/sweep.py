@@ -121,7 +121,9 @@ class _Sweep:
         self._split()
         self._sweep()
         self._flow_ids()
-        return Ranges(self, self._link())
+        launch_steps = self._link()
+        return Ranges((self.ranges, self.fids, self.linked), self.narrow.rows, self.range_size,
+                      self.names, launch_steps)
 
     # -- pass 1: what is kept whole, and where the buckets start ---------------------
     def _survey(self) -> None:
