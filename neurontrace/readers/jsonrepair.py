@@ -51,7 +51,8 @@ class Repairs:
 
 
 def _placeholder(escape: bytes) -> bytes:
-    """The placeholder of one lone surrogate escape (``\\udXXX``, any case)."""
+    """The placeholder of one lone surrogate escape (``\\ud800`` to ``\\udfff``, hex
+    digits in either case)."""
     hexa = escape[2:]
     case = sum(1 << i for i, c in enumerate(hexa) if 0x41 <= c <= 0x46)
     cp = 0x100000 + (case << 11) + int(hexa, 16) - 0xD800

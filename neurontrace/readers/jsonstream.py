@@ -81,7 +81,6 @@ class Decoded(Generic[T]):
     repairs: Repairs | None
 
 
-
 class ArrayStream:
     """Decodes the elements of the array under ``key``, a chunk at a time.
 
@@ -441,7 +440,6 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
     raise BadInput(f"{path}: invalid JSON {where}: {reason}") from None
 
 
-
 def _classify(shape: Shape, err: Exception, data: bytes) -> None:
     """Why the elements ``data`` (of that ``shape``) failed to decode as ``[data]`` with
     ``err``, when it is the cut rather than the text: raises :class:`ClosedAt` when the
@@ -458,7 +456,6 @@ def _classify(shape: Shape, err: Exception, data: bytes) -> None:
             raise ClosedAt(shape.closes)
     elif shape.open_end and (stop is None or stop >= len(data)):
         raise Incomplete
-
 
 
 def array_start(path: Path, key: bytes) -> int:
