@@ -113,10 +113,10 @@ def _in_window(lf: pl.LazyFrame, start: int | None, end: int | None) -> pl.LazyF
 def present(lf: pl.LazyFrame, f: Filter) -> tuple[list[int], list[int]]:
     """The ranks of ``lf``, and the steps of the rank ``f`` names (all ranks' without
     one), sorted: what a command checks ``f`` against before analysing."""
-    ranks = sorted(lf.select(pl.col(S.RANK).unique()).collect().to_series().to_list())
     scope = lf if f.rank is None else lf.filter(pl.col(S.RANK) == f.rank)
-    found = scope.select(pl.col(S.STEP).drop_nulls().unique()).collect().to_series()
-    return ranks, sorted(found.to_list())
+    ranks, found = pl.collect_all([lf.select(pl.col(S.RANK).unique()),
+                                   scope.select(pl.col(S.STEP).drop_nulls().unique())])
+    return sorted(ranks.to_series().to_list()), sorted(found.to_series().to_list())
 
 
 def missing(lf: pl.LazyFrame, f: Filter) -> str | None:
