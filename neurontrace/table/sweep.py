@@ -453,8 +453,8 @@ def steps(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     if spans.height == 0:
         return df.select(S.ROW, pl.lit(None, _I64).alias(S.STEP))
     order = df.select(S.ROW, S.START_NS).sort(S.START_NS)
-    return order.join_asof(spans, left_on=S.START_NS, right_on="s_start", strategy="backward"
-                           ).select(S.ROW, pl.when(pl.col(S.START_NS) < pl.col("s_end"))
-                                    .then(pl.col("step")).alias(S.STEP))
+    hit = order.join_asof(spans, left_on=S.START_NS, right_on="s_start", strategy="backward")
+    inside = pl.col(S.START_NS) < pl.col("s_end")
+    return hit.select(S.ROW, pl.when(inside).then(pl.col("step")).alias(S.STEP))
 
 
