@@ -41,7 +41,7 @@ def gaps(path: Path, min_gap_ns: int, top: int, sort: str | None, as_json: bool,
         found = replace(found, device_gaps=sorted_by(found.device_gaps, sort),
                                gaps=sorted_by(found.gaps, sort)
                                if sort in found.gaps.columns else found.gaps)
-    if as_csv:  # the device gaps, longest first (or by --sort); refuses --json too
+    if as_csv:  # the device gaps, longest first (or by --sort)
         n = rows_shown(top, True)
         longest = found.device_gaps if sort or not n else found.device_gaps.sort(
             S.DUR_NS, descending=True, maintain_order=True)

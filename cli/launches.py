@@ -32,7 +32,7 @@ def launches(path: Path, top: int, sort: str | None, as_json: bool, as_csv: bool
     lf = events(path)
     table = A.launches(lf)
     kernels = sorted_by(A.launch_summary(table, "name"), sort)
-    if as_csv:  # refuses --json too
+    if as_csv:
         machine_output(kernels, rows_shown(top, True), as_json, as_csv)
         return
     tables = {

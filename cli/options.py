@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -131,6 +132,7 @@ def table_options(columns: Sequence[str], top: int | None = None) -> Callable[[F
     ``--json``, ``--csv`` and ``-v``; the command takes ``top`` (when given), ``sort``,
     ``as_json`` and ``as_csv``."""
     def wrap(f: F) -> F:
+        f = _one_format(f)
         f = verbose_option(f)
         f = click.option("--csv", "as_csv", is_flag=True,
                          help="Print CSV (a header, then every row unless --top is "
@@ -145,6 +147,16 @@ def table_options(columns: Sequence[str], top: int | None = None) -> Callable[[F
     return wrap
 
 
+def _one_format(f: F) -> F:
+    """``f`` refusing ``--json`` with ``--csv`` (a usage error) before it reads anything."""
+    @functools.wraps(f)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("as_json") and kwargs.get("as_csv"):
+            raise click.UsageError("--json and --csv are one output each; give one")
+        return f(*args, **kwargs)
+    return run  # type: ignore[return-value]
+
+
 def sorted_by(table: pl.DataFrame, column: str | None) -> pl.DataFrame:
     """``table`` ordered by ``column`` (``--sort``): numbers largest first, text and
     everything else ascending, nulls last, ties in their order; unchanged for None."""
@@ -157,9 +169,8 @@ def sorted_by(table: pl.DataFrame, column: str | None) -> pl.DataFrame:
 
 def machine_output(table: pl.DataFrame, n: int, as_json: bool, as_csv: bool) -> bool:
     """Print ``table`` (its first ``n`` rows; all for 0) as JSON or CSV when asked, and
-    say whether it did (the command then prints no table)."""
-    if as_json and as_csv:
-        raise click.UsageError("--json and --csv are one output each; give one")
+    say whether it did (the command then prints no table); ``--json`` with ``--csv``
+    never reaches here (:func:`table_options` refuses it first)."""
     if not (as_json or as_csv):
         return False
     from neurontrace.views import terminal

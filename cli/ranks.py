@@ -28,7 +28,7 @@ def ranks(path: Path, sort: str | None, as_json: bool, as_csv: bool) -> None:
     """
     lf = events(path)
     breakdown = sorted_by(A.breakdown(lf), sort)
-    if as_csv:  # refuses --json too
+    if as_csv:
         machine_output(breakdown, 0, as_json, as_csv)
         return
     times = A.step_times(lf)

@@ -345,8 +345,12 @@ def test_csv_has_the_json_columns_and_every_row_unless_top(command: str) -> None
         assert [int(r[4]) for r in top[1:]] == durations[:2]
 
 
-def test_json_and_csv_together_are_refused() -> None:
-    assert "--json and --csv" in refused("kernels", NAIVE, "--json", "--csv")
+@pytest.mark.parametrize("command", [*TABLES, "launches", "ranks"])
+def test_json_and_csv_together_are_refused_before_the_trace_is_read(command: str,
+                                                                     tmp_path: Path) -> None:
+    assert "--json and --csv" in refused(command, NAIVE, "--json", "--csv")
+    # refused before anything is read: a missing trace is not even looked at
+    assert "--json and --csv" in refused(command, tmp_path / "missing.json", "--csv", "--json")
 
 
 # -- 80 columns ----------------------------------------------------------------------
