@@ -19,6 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -282,3 +283,33 @@ def test_launches_fit_80_columns() -> None:
     done = CliRunner().invoke(cli, ["launches", path], env={"COLUMNS": "80"})
     assert done.exit_code == 0, done.output
     assert max(map(len, done.stdout.splitlines())) <= 80
+
+
+def test_gaps_time_launch_latency_from_the_call_that_launches_pairs() -> None:
+    """gaps and launches agree on which call launched the work: not the earliest call
+    sharing its flow (a tensor write, another model's execute), the last one before."""
+    from neurontrace.analyses.gaps import inputs
+
+    lf = table(
+        op("aten::add", 0, 100),
+        rt("nrt_tensor_write", 10, 5, flow_ids=["neuron:f2"]),
+        rt("nrt_execute", 20, 30, flow_ids=["neuron:f2"], model_id=7),
+        rt("nrt_execute", 45, 5, flow_ids=["neuron:f2"], model_id=8),  # another model
+        rt("nrt_execute", 70, 5, flow_ids=["neuron:f2"]),  # after the work started
+        dev("nc_exec_running", 40, 20, category="neuron_hw", flow_ids=["neuron:f2"],
+            model_id=7, execution="nc0:exec2"),
+    )
+    (launch,) = A.launches(lf).get_column("call_start_ns")
+    assert inputs(lf).work.get_column("launch").to_list() == [launch] == [20]
+
+
+@pytest.mark.parametrize("path", [FIXTURES / "neuron" / "explorer_rmsnorm_vnc_0",
+                                  *CUDA_TRACES], ids=lambda p: p.parent.name + "/" + p.name)
+def test_gaps_and_launches_pair_each_piece_of_work_with_the_same_call(path: Path) -> None:
+    from neurontrace.analyses.gaps import inputs
+
+    lf = A.events(path)
+    paired = dict(A.launches(lf).select("device_start_ns", "call_start_ns").iter_rows())
+    work = inputs(lf).work.filter(pl.col("start").is_in(list(paired)))
+    assert work.height >= len(paired) > 0
+    assert all(paired[s] == launch for s, launch in work.select("start", "launch").iter_rows())

@@ -31,8 +31,9 @@ Terms, per device or per track::
      is in progress: the device waits for data;
   2. ``sync``: a synchronisation is in progress (a ``sync`` runtime call such as a
      stream synchronize, or a device-side ``wait``);
-  3. ``launch_latency``: the launch of the work after the gap (the runtime call with
-     its ``correlation``, or a flow arrow) has begun and the work has not started;
+  3. ``launch_latency``: the launch of the work after the gap (the runtime call
+     :mod:`.launches` pairs it with: its ``correlation``, else a flow arrow) has begun
+     and the work has not started;
   4. ``host_dispatch``: a framework op is running on the host and nothing has been
      launched yet;
   5. ``unknown``: none of these overlaps the gap.
@@ -114,7 +115,7 @@ def inputs(lf: pl.LazyFrame) -> Inputs:
     linked = pl.col(S.CORRELATION).is_not_null() | (pl.col(S.FLOW_IDS).list.len() > 0)
     frame = (
         lf.select(
-            S.ROW, S.RANK, S.TRACK, S.START_NS, S.CORRELATION,
+            S.ROW, S.RANK, S.TRACK, S.START_NS, S.CORRELATION, S.MODEL_ID,
             pl.when(is_work | is_runtime).then(pl.col(S.FLOW_IDS)).alias(S.FLOW_IDS),
             pl.when(is_work).then(pl.col(S.NAME)).alias(S.NAME),
             pl.coalesce(pl.col(S.DEVICE_COL), pl.col(S.PID)).alias(S.DEVICE_COL),
@@ -138,40 +139,44 @@ def inputs(lf: pl.LazyFrame) -> Inputs:
     ], engine=I.ENGINE)
     work = frame.filter("_work").select(
         S.ROW, S.RANK, S.TRACK, S.DEVICE_COL, S.NAME, S.CORRELATION, S.FLOW_IDS,
-        start=S.START_NS, end="end",
+        S.MODEL_ID, start=S.START_NS, end="end",
     )
-    launchers = frame.filter("_launcher").select(S.RANK, S.START_NS, S.CORRELATION,
-                                                 S.FLOW_IDS)
+    launchers = frame.filter("_launcher").select(S.ROW, S.RANK, S.START_NS, S.CORRELATION,
+                                                 S.FLOW_IDS, S.MODEL_ID)
     return Inputs(work=_with_launch(work, launchers), copy=copy, held=held, host=host)
 
 
 def _with_launch(work: pl.DataFrame, launchers: pl.DataFrame) -> pl.DataFrame:
-    """``work`` with ``launch``: the start of the runtime call that launched it.
+    """``work`` with ``launch``: the start of the runtime call that launched it, paired as
+    :mod:`.launches` pairs them:
 
-    Found through ``correlation`` (CUDA, and any reader that fills it), else through a
-    flow arrow shared with a runtime row (Neuron's dispatch -> runtime -> hardware flows).
+    1. the call of the work's ``correlation`` on its rank (of several, the first by
+       ``row``);
+    2. else, of the calls sharing a flow arrow with the work, the one that started last
+       at or before the work did (ties: the first by ``row``), within one ``model_id``
+       (a row of no model matches any).
     """
     by_corr = (
         launchers.filter(pl.col(S.CORRELATION).is_not_null())
-        .group_by(S.RANK, S.CORRELATION)
-        .agg(launch=pl.col(S.START_NS).min())
+        .sort(S.ROW)
+        .unique([S.RANK, S.CORRELATION], keep="first", maintain_order=True)
+        .select(S.RANK, S.CORRELATION, launch=S.START_NS)
     )
     work = work.join(by_corr, on=[S.RANK, S.CORRELATION], how="left")
     unmatched = work.filter(pl.col("launch").is_null() & (pl.col(S.FLOW_IDS).list.len() > 0))
     if unmatched.height:
-        wanted = unmatched.select(S.ROW, S.RANK, _fid=pl.col(S.FLOW_IDS)).explode("_fid")
-        by_flow = (
-            launchers.filter(pl.col(S.FLOW_IDS).list.len() > 0)
-            .select(S.RANK, S.START_NS, _fid=pl.col(S.FLOW_IDS))
-            .explode("_fid")
-            .join(wanted.select(S.RANK, "_fid").unique(), on=[S.RANK, "_fid"])
-            .group_by(S.RANK, "_fid")
-            .agg(_flow=pl.col(S.START_NS).min())
-        )
+        wanted = unmatched.select(S.ROW, S.RANK, S.MODEL_ID, "start", _fid=S.FLOW_IDS)
+        calls = launchers.filter(pl.col(S.FLOW_IDS).list.len() > 0).select(
+            S.RANK, _fid=S.FLOW_IDS, _call=S.ROW, _flow=S.START_NS, _model=S.MODEL_ID)
         flows = (
-            wanted.join(by_flow, on=[S.RANK, "_fid"])
-            .group_by(S.ROW)
-            .agg(pl.col("_flow").min())
+            wanted.explode("_fid")
+            .join(calls.explode("_fid"), on=[S.RANK, "_fid"])
+            .filter((pl.col("_flow") <= pl.col("start"))
+                    & (pl.col(S.MODEL_ID).is_null() | pl.col("_model").is_null()
+                       | (pl.col(S.MODEL_ID) == pl.col("_model"))))
+            .sort([S.ROW, "_flow", "_call"], descending=[False, True, False])
+            .unique(S.ROW, keep="first")
+            .select(S.ROW, "_flow")
         )
         work = work.join(flows, on=S.ROW, how="left").with_columns(
             launch=pl.coalesce("launch", "_flow"))
