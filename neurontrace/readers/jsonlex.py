@@ -3,16 +3,14 @@
 :class:`Lexer` tells, a piece of text at a time with numpy, which bytes lie inside
 strings and how deeply each is nested: a scan of a few vectorised passes per byte
 whatever the text holds. :func:`next_cut` finds a candidate end of a chunk of elements
-(a ``}`` followed by ``,`` or ``]``) by a search in C; :func:`shape_of` says whether
-some text ends inside a string or nested value, or where the array closes in it.
-:func:`cuts` finds where to split a file's array into spans.
+(a ``}`` followed by ``,`` or ``]``) by a search in C. :func:`cuts` finds where to split
+a file's array into spans.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -74,28 +72,6 @@ class Lexer:
 
 
 
-@dataclass(frozen=True)
-class Shape:
-    """The structure of some elements of the array, by our lexer (quirks such as bare
-    words, control characters, invalid UTF-8 or lone surrogate escapes change neither
-    strings nor depth): where the array's own ']' closes it (the first byte at which the
-    depth falls below the elements'; -1: nowhere), and whether the text ends inside a
-    string or a nested value."""
-
-    closes: int
-    open_end: bool
-
-
-def shape_of(data: bytes) -> Shape:
-    lexer = Lexer()
-    for at, _, _, after, _ in lexer.feed(data):
-        below = np.flatnonzero(after < 0)
-        if len(below):
-            return Shape(at + int(below[0]), False)
-    return Shape(-1, lexer.in_string or lexer.depth > 0)
-
-
-
 NOT_WS = re.compile(rb"[^ \t\r\n]")
 
 
@@ -124,10 +100,6 @@ def next_cut(buf: bytes) -> tuple[int, bool] | None:
     if last is None:
         return None
     return last.start() + 1, last.group(1) == b"]"
-
-
-class Incomplete(Exception):
-    """The chunk does not end at an element boundary."""
 
 
 class Misaligned(Exception):
@@ -159,10 +131,3 @@ def cuts(path: Path, targets: list[int]) -> list[int]:
             if m is not None and (not found or target + m.end() - 1 > found[-1]):
                 found.append(target + m.end() - 1)
     return found
-
-
-class ClosedAt(Exception):
-    """The array closes inside the chunk, at ``pos``."""
-
-    def __init__(self, pos: int) -> None:
-        self.pos = pos

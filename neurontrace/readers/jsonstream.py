@@ -37,15 +37,11 @@ import numpy as np
 from neurontrace.errors import BadInput
 from neurontrace.readers.jsonlex import (
     NOT_WS,
-    ClosedAt,
-    Incomplete,
     Lexer,
     Misaligned,
-    Shape,
     cuts,
     next_cut,
     peek,
-    shape_of,
 )
 from neurontrace.readers.jsonopen import (
     BOM,
@@ -291,25 +287,23 @@ class ArrayStream:
                lenient: bool) -> tuple[bytes, Decoded[T], tuple[int, bool]]:
         """The next chunk of whole elements from the start of ``buf`` (read further as
         needed): (the buffer, the chunk decoded, (where it ends, whether the array
-        closes there)). A quick cut first (the last ``},``); where that falls inside a
-        string or nested value, the last element boundary the lexer finds."""
+        closes there)). A quick cut first (the last ``},``), kept when the text before
+        it decodes; where it does not (the cut fell inside a string or nested value, or
+        after the array's end, or the text holds a quirk to repair), the last element
+        boundary the lexer finds."""
         cut = next_cut(buf)
         while cut is None and not self._eof:
             buf = self._more(f, buf, *self._element(buf, offset))
             cut = next_cut(buf)
-        for _ in range(2):
-            if cut is None:
-                break
+        if cut is not None:
             try:
                 return buf, decode_chunk(self.path, decode, memoryview(buf)[:cut[0]], offset,
-                                         lenient=lenient), cut
-            except Incomplete:  # cut fell inside a string or nested value
-                break
-            except ClosedAt as c:  # the array closed before the cut
-                cut = (c.pos, True)
+                                         lenient=lenient, quick=True), cut
+            except _Unsure:
+                pass
         buf, cut = self._exact_cut(f, buf, offset)
         return buf, decode_chunk(self.path, decode, memoryview(buf)[:cut[0]], offset,
-                                 lenient=lenient, complete=True), cut
+                                 lenient=lenient), cut
 
     def _element(self, buf: bytes, offset: int) -> tuple[str, int]:
         """What ``buf`` (at byte ``offset``) holds when it has grown too long, and where
@@ -380,19 +374,20 @@ def _syntax_error(data: bytes) -> msgspec.DecodeError | None:
     return None
 
 
+class _Unsure(Exception):
+    """A quick cut's text does not decode: the cut, or the text, is at fault."""
+
+
 def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryview,
-                 offset: int, *, lenient: bool = False, complete: bool = False
-                 ) -> Decoded[T]:
+                 offset: int, *, lenient: bool = False, quick: bool = False) -> Decoded[T]:
     """Decode ``text`` (elements separated by commas) as ``[text]``, repairing quirks.
 
-    Raises :class:`Incomplete` when ``text`` does not end at an element boundary (a cut
-    inside a string or nested value), :class:`ClosedAt` when the array ends inside it,
-    and :class:`BadInput` when the text is not JSON even after repair (or is nested more
-    deeply than Python can decode). ``complete`` says ``text`` is known to end at a
-    boundary: a decoder's "truncated" is then an error in the text. ``value`` is None
-    (the lenient path) when the text is JSON that ``decode`` refuses for a type, or with
-    ``lenient`` for any reason. ``text`` may be a view of a larger buffer: it is copied
-    once, into the bracketed text decoded.
+    Raises :class:`BadInput` when the text is not JSON even after repair (or is nested
+    more deeply than Python can decode); with ``quick`` (``text`` ends at a quick cut,
+    which may fall inside an element), raises :class:`_Unsure` instead of repairing text
+    that is not JSON. ``value`` is None (the lenient path) when the text is JSON that
+    ``decode`` refuses for a type, or with ``lenient`` for any reason. ``text`` may be a
+    view of a larger buffer: it is copied once, into the bracketed text decoded.
     """
     view = memoryview(text)
     end = len(view)
@@ -401,7 +396,6 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
     if end and view[end - 1] == 0x2C:  # ','
         end -= 1
     view = view[:end]
-    shape: Shape | None = None  # where the elements end, found when a decode fails
     try:
         try:
             return Decoded(decode(b"".join((b"[", view, b"]"))), view, offset, None)
@@ -411,11 +405,9 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
                 return Decoded(None, view, offset, None)
         except msgspec.DecodeError as e:
             err = e
-        data = bytes(view)
-        if err is not None and not complete:
-            shape = shape_of(data)
-            _classify(shape, err, data)
-        fixed, rep = repair(data)
+        if quick and err is not None:
+            raise _Unsure
+        fixed, rep = repair(bytes(view))
         bracketed = b"[" + fixed + b"]"
         try:
             return Decoded(decode(bracketed), fixed, offset, rep)
@@ -429,33 +421,10 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
             f"{path}: the events after byte {offset} are nested too deeply to decode "
             f"(over about {sys.getrecursionlimit()} levels)"
         ) from None
-    if shape is not None:  # repair keeps every bracket and quote: the same shape
-        try:
-            _classify(shape_of(fixed), err, fixed)
-        except ClosedAt:
-            raise ClosedAt(shape.closes) from None  # where it closes in ``data``
     reason, at = decode_error_position(err)
     where = f"near byte {offset + max(at - 1, 0)}" if at is not None else (
         f"in the events starting at byte {offset}")
     raise BadInput(f"{path}: invalid JSON {where}: {reason}") from None
-
-
-def _classify(shape: Shape, err: Exception, data: bytes) -> None:
-    """Why the elements ``data`` (of that ``shape``) failed to decode as ``[data]`` with
-    ``err``, when it is the cut rather than the text: raises :class:`ClosedAt` when the
-    array closes inside them and the decoder stopped after that, :class:`Incomplete`
-    when they end inside a string or nested value and the decoder stopped at their end
-    (or says no position: it ran out); returns when the text itself is at fault (a quirk
-    to repair, or an error to report)."""
-    _, at = decode_error_position(err)
-    stop = None if at is None else at - 1  # the byte of ``data`` it stopped at
-    if stop is None and not is_utf8(data):
-        return  # perhaps the encoding it refused: asked again once repaired
-    if shape.closes >= 0:
-        if stop is None or stop > shape.closes:
-            raise ClosedAt(shape.closes)
-    elif shape.open_end and (stop is None or stop >= len(data)):
-        raise Incomplete
 
 
 def array_start(path: Path, key: bytes) -> int:
