@@ -33,10 +33,10 @@ from neurontrace.readers.base import (
     rank_from_name,
 )
 from neurontrace.readers.jsonopen import WS, text_head
-from neurontrace.readers.jsonouter import NumberText
 from neurontrace.readers.jsonstream import (
     ArrayStream,
     Misaligned,
+    NumberText,
     array_start,
     cuts,
     outer_fields,
