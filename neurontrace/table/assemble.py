@@ -17,7 +17,6 @@ from itertools import chain
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc
@@ -27,7 +26,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, Source
 from neurontrace.table import chunks
 from neurontrace.table.chunks import Spilled
-from neurontrace.table.spill import FrameSpiller, SpilledFrames, read_batches, spill_all, temporary
+from neurontrace.table.spill import FrameSpiller, frame, read_batches, spill_all, temporary
 from neurontrace.table.sweep import Ranges, derive
 
 #: Columns a reader may give for some rows, which the derivations complete.
@@ -118,10 +117,13 @@ def assemble(src: Source, diag: Diagnostics, progress: Progress | None = None,
     if ev.rank is None:
         ev.rank = src.rank
     try:
-        flow_files = _flows(ev, done)
+        if ev.flows is not None and ev.flows.num_rows:  # the reader's whole table, last
+            done.flows.pieces.append(frame(ev.flows.cast(FLOWS_SCHEMA)))
+            done.flows.rows += ev.flows.num_rows
+        ev.flows = None
         if after_read is not None:
             after_read()
-        derived = derive(done.narrow, ev, diag, workdir, flow_files)
+        derived = derive(done.narrow, ev, diag, workdir, done.flows)
     except BaseException:
         done.discard()
         raise
@@ -129,23 +131,3 @@ def assemble(src: Source, diag: Diagnostics, progress: Progress | None = None,
     done.flows.discard()
     r = rank if rank is not None else (ev.rank if ev.rank is not None else 0)
     return Assembled(derived, done.spills, ev, r)
-
-
-def _flows(ev: Events, done: Spilled) -> SpilledFrames | None:
-    """The flow events for the derivations: ``ev.flows`` as a table when they fit in
-    memory (the streamed ones, then the reader's whole table), else the files (None
-    returned: they are in ``ev.flows``)."""
-    streamed = done.flows
-    if not streamed.rows:
-        return None
-    if ev.flows is not None and ev.flows.num_rows:
-        whole = pl.from_arrow(ev.flows)  # not pl.DataFrame(table): see parts.Parts.read
-        assert isinstance(whole, pl.DataFrame)
-        streamed.pieces.append(whole)
-        streamed.rows += whole.height
-    held = streamed.in_memory()
-    if held is None:  # too many to hold: in files (see neurontrace.table.sweep)
-        ev.flows = None
-        return streamed
-    ev.flows = held.to_arrow().cast(FLOWS_SCHEMA)
-    return None

@@ -38,16 +38,20 @@ def nest(spans: pl.DataFrame, diag: Diagnostics | None = None) -> pl.DataFrame:
         return pl.DataFrame(
             schema={"row": _I64, "parent": _I64, "depth": _I64, "self_ns": _I64}
         )
-    rows, dur, parent = _ordered_parents(spans)
+    s = in_order(spans.select(
+        pl.col("row").cast(_I64), "lane", pl.col("start").cast(_I64), pl.col("dur").cast(_I64)
+    ))
+    parent = parents_in_order(s)
+    dur = s.get_column("dur").to_numpy()
     has_parent = parent >= 0
-    covered = np.zeros(len(rows), np.int64)
+    covered = np.zeros(len(dur), np.int64)
     np.add.at(covered, parent[has_parent], dur[has_parent])  # exact int64 sums
-    return pl.DataFrame({
-        "row": rows,
-        "parent": at_positions(pl.Series(rows, dtype=_I64), parent),
-        "depth": depths(parent),
-        "self_ns": np.maximum(dur - covered, 0),
-    })
+    return s.select(
+        "row",
+        at_positions(s.get_column("row"), parent).alias("parent"),
+        pl.Series("depth", depths(parent)),
+        pl.Series("self_ns", np.maximum(dur - covered, 0)),
+    )
 
 
 def depths(parent: np.ndarray) -> np.ndarray:
@@ -79,20 +83,7 @@ def containers(spans: pl.DataFrame) -> pl.DataFrame:
 
     Computed by :func:`neurontrace.containment.containers` (pointer jumping).
     """
-    if spans.height == 0:
-        return pl.DataFrame(schema={"row": _I64, "parent": _I64})
-    rows, _, parent = _ordered_parents(spans)
-    return pl.DataFrame({"row": rows, "parent": at_positions(pl.Series(rows, dtype=_I64), parent)})
-
-
-def _ordered_parents(spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Spans in containment order: their rows, durations, and each one's parent as a
-    position in that order (-1: none). See :func:`containers` for the method."""
-    s = in_order(spans.select(
-        pl.col("row").cast(_I64), "lane", pl.col("start").cast(_I64), pl.col("dur").cast(_I64)
-    ))
-    dur = s.get_column("dur").to_numpy()
-    return s.get_column("row").to_numpy(), dur, parents_in_order(s)
+    return nest(spans).select("row", "parent")
 
 
 def in_order(spans: pl.DataFrame) -> pl.DataFrame:

@@ -80,15 +80,15 @@ def bucket_rows() -> int:
 
 
 def derive(narrow: SpilledFrames, ev: Events, diag: Diagnostics, workdir: Path | None,
-           flow_files: SpilledFrames | None = None) -> Ranges:
-    """The derived columns of every row of ``narrow``: one bucket in memory when its
-    rows fit :func:`memory_rows`, else buckets in files under ``workdir``. The flow
-    events are ``flow_files`` when given (too many to hold), else ``ev.flows``."""
+           flows: SpilledFrames) -> Ranges:
+    """The derived columns of every row of ``narrow``, the flow events being ``flows``:
+    one bucket in memory when its rows fit :func:`memory_rows`, else buckets in files
+    under ``workdir``."""
     if narrow.rows <= memory_rows():
-        return _Sweep(narrow, ev, diag, None, max(narrow.rows, 1), flow_files).run()
+        return _Sweep(narrow, ev, diag, None, max(narrow.rows, 1), flows).run()
     folder = Path(tempfile.mkdtemp(prefix=".neurontrace-sweep-", dir=workdir))
     try:
-        return _Sweep(narrow, ev, diag, folder, bucket_rows(), flow_files).run()
+        return _Sweep(narrow, ev, diag, folder, bucket_rows(), flows).run()
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -96,10 +96,10 @@ def derive(narrow: SpilledFrames, ev: Events, diag: Diagnostics, workdir: Path |
 
 class _Sweep:
     def __init__(self, narrow: SpilledFrames, ev: Events, diag: Diagnostics,
-                 folder: Path | None, size: int, flow_files: SpilledFrames | None) -> None:
+                 folder: Path | None, size: int, flow_events: SpilledFrames) -> None:
         self.narrow = narrow
         self.ev = ev
-        self.flow_files = flow_files
+        self.flow_events = flow_events
         self.diag = diag
         self.folder = folder  # None: one bucket, in memory
         self.size = size  # rows per bucket
@@ -210,20 +210,9 @@ class _Sweep:
         self.narrow.discard()  # each row is in its bucket now
 
     def _split_flows(self) -> None:
-        """The flow events into files by bucket (of their time); the reader's table of
-        them is let go."""
-        for fl in self._flow_frames():
+        """The flow events into files by bucket (of their time)."""
+        for fl in self.flow_events.frames():
             self.flows.spread(fl, self._bucket(fl.get_column("ts_ns")))
-        self.ev.flows = None
-
-    def _flow_frames(self) -> Iterator[pl.DataFrame]:
-        if self.flow_files is not None:
-            yield from self.flow_files.frames()
-        elif self.ev.flows is not None:
-            for batch in self.ev.flows.to_batches(max_chunksize=self.size):
-                fl = pl.from_arrow(batch)
-                assert isinstance(fl, pl.DataFrame)
-                yield fl
 
     # -- pass 3: the buckets in time order ---------------------------------------------
     def _sweep(self) -> None:
