@@ -101,17 +101,6 @@ def load_all(src: PathLike, fmt: str | None = None, rank: int | None = None,
     return tables
 
 
-def _write(src: Source, dst: Path, rank: int | None, progress: Progress | None,
-           diag: Diagnostics, digest: Callable[[], str] | None, work: Path) -> int:
-    """Convert ``src`` to ``dst``, every temporary file in the folder ``work``."""
-    built, meta = _assemble(src, rank, progress, diag, work, digest)
-    try:
-        store.write_batches(built.batches(), dst, meta, tmp_dir=work)
-        return built.num_rows
-    finally:
-        built.close()
-
-
 def _size(path: Path) -> int:
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
@@ -144,13 +133,13 @@ class Job:
 
 @dataclass
 class JobOutput:
-    """A job's output: its path on the destination's filesystem, and what it holds."""
+    """A job's output: its path on the destination's filesystem, what it holds, and the
+    warnings of its conversion (for a kept file, the counts its metadata recorded)."""
 
     path: str
     rows: int
     kept: bool
-    counts: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[str]] = field(default_factory=dict)
+    diagnostics: Diagnostics
 
 
 def convert_one(job: Job, progress: Progress | None = None) -> JobOutput:
@@ -177,22 +166,27 @@ def convert_one(job: Job, progress: Progress | None = None) -> JobOutput:
             staged = work / f"{job.name}.parquet"
         else:
             staged = local / f"{job.name}.parquet" if job.dataset else local
-        rows = _write(src, staged, job.rank, progress, diag, digest, work)
+        built, meta = _assemble(src, job.rank, progress, diag, work, digest)
+        try:
+            store.write_batches(built.batches(), staged, meta, tmp_dir=work)
+        finally:
+            built.close()
         target = job.out.path
-        if job.dataset:
-            target = job.out.child(f"rank={_rank_of(staged)}/{staged.name}").path
+        if job.dataset:  # the rank its rows were written with (an empty file's: 0)
+            rank = built.rank if built.num_rows else 0
+            target = job.out.child(f"rank={rank}/{staged.name}").path
         if local is None:
             job.out.publish(staged, target)
         elif job.dataset:
             Path(target).parent.mkdir(exist_ok=True)
             os.replace(staged, target)
-    return JobOutput(target, rows, False, dict(diag.counts), diag.examples)
+    return JobOutput(target, built.num_rows, False, diag)
 
 
 def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> JobOutput:
     fs = job.out.fs
     rows = pq.read_metadata(found, filesystem=fs).num_rows
-    counts = json.loads(meta.get(S.META_WARNINGS, b"{}"))
+    counts = Counter(json.loads(meta.get(S.META_WARNINGS, b"{}")))
     path = found
     prev = job.previous
     if prev is not None and prev.local is not None and job.out.local is not None \
@@ -205,7 +199,7 @@ def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> JobOutput:
         except OSError:
             shutil.copy2(found, target)
         path = str(target)
-    return JobOutput(path, rows, True, counts, {})
+    return JobOutput(path, rows, True, Diagnostics(counts))
 
 
 def convert(
@@ -253,24 +247,24 @@ def convert(
     srcs = [src] if isinstance(src, (str, os.PathLike)) else list(src)
     place = Place.of(dst)
     local = place.local
+    made: list[Path] = []
     if local is None:
         place.check()
         folder = _names_folder(dst) or place.kind() == pafs.FileType.Directory
-        with scratch.run_folder(None) as work:
-            return _convert(srcs, place, work, folder, fmt, rank, progress, jobs, executor,
-                            address, force)
-    atomic.refuse_overlap(srcs, local)
-    atomic.check_output(local, folder=None)
-    folder = _names_folder(dst) or local.is_dir()
-    made = atomic.make_parent(local)
+    else:
+        atomic.refuse_overlap(srcs, local)
+        atomic.check_output(local, folder=None)
+        folder = _names_folder(dst) or local.is_dir()
+        made = atomic.make_parent(local)
     try:
-        with scratch.run_folder(local.parent, local) as work:
+        with scratch.run_folder(local.parent if local is not None else None, local) as work:
             return _convert(srcs, place, work, folder, fmt, rank, progress, jobs, executor,
                             address, force)
     except BaseException as e:
         atomic.remove_empty(made)  # the folders made for an output never written
         # the disk filled up, or turned read-only, while writing
-        if isinstance(e, OSError) and atomic.errno_of(e) in atomic.FULL_ERRNOS:
+        if local is not None and isinstance(e, OSError) \
+                and atomic.errno_of(e) in atomic.FULL_ERRNOS:
             raise atomic.cannot_write(local, e) from None
         raise
 
@@ -377,13 +371,13 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
     run.run(fn, jobs, done)
     shared_ranks(result)
     keep = {str(p) for p in result.outputs}
+    if out.local is not None:
+        _tidy(out.local, keep)
+        return
     for f in out.parquet_files():
         if f not in keep:
             out.fs.delete_file(f)
-            if out.local is None:  # an object store keeps the emptied folder's marker
-                out.drop_if_empty(posixpath.dirname(f))
-    if out.local is not None:
-        _tidy(out.local, keep)
+            out.drop_if_empty(posixpath.dirname(f))  # an object store keeps its marker
 
 
 def shared_ranks(result: Converted) -> None:
@@ -407,7 +401,7 @@ def _record(out: Converted, d: JobOutput) -> None:
     out.outputs.append(Path(d.path))
     out.rows += d.rows
     (out.kept if d.kept else out.converted).append(Path(d.path))
-    out.diagnostics.merge(Diagnostics(Counter(d.counts), d.examples))
+    out.diagnostics.merge(d.diagnostics)
 
 
 def _tidy(folder: Path, keep: set[str]) -> None:
@@ -419,11 +413,6 @@ def _tidy(folder: Path, keep: set[str]) -> None:
                 p.rmdir()
         elif str(p) not in keep:
             p.unlink(missing_ok=True)
-
-
-def _rank_of(path: Path) -> int:
-    col = pq.read_table(path, columns=[S.RANK])[S.RANK]
-    return int(col[0].as_py()) if len(col) else 0
 
 
 def unique(name: str, names: set[str]) -> str:

@@ -142,7 +142,7 @@ def test_internal_errors_exit_1_without_traceback(
     def boom(*a: object, **k: object) -> None:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(conv, "_write", boom)
+    monkeypatch.setattr(conv, "_assemble", boom)
     r = CliRunner().invoke(cli, ["convert", str(KINETO / "nested-ops.json"), str(tmp_path / "o")])
     assert r.exit_code == 1
     assert "internal error" in r.output and "kaboom" in r.output and "Traceback" not in r.output

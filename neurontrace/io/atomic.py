@@ -89,11 +89,17 @@ def first_line(e: BaseException) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0]
 
 
-def cannot_write(dst: os.PathLike[str] | str, e: OSError) -> BadInput:
-    """The one-line error for an output that the file system refuses."""
+def reason(e: OSError) -> str:
+    """What the system said of ``e``, on one line, lower case first (``permission
+    denied``): its errno's text, else the first line of its message."""
     code = errno_of(e)
     why = os.strerror(code) if code is not None else first_line(e)
-    return BadInput(f"{os.fspath(dst)}: cannot write ({why[:1].lower() + why[1:]})")
+    return why[:1].lower() + why[1:]
+
+
+def cannot_write(dst: os.PathLike[str] | str, e: OSError) -> BadInput:
+    """The one-line error for an output that the file system refuses."""
+    return BadInput(f"{os.fspath(dst)}: cannot write ({reason(e)})")
 
 
 #: What a file is that is not a regular file, by the test of its mode that says so.

@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 
-def _lock(fd: int, wait: bool) -> bool:
+def flock(fd: int, wait: bool) -> bool:
     """Take an exclusive flock on ``fd``; False when another holds it (no ``wait``)."""
     if fcntl is None:  # pragma: no cover
         return True
@@ -85,7 +85,7 @@ def clean_stale(parent: Path) -> list[Path]:
         except OSError:
             continue
         try:
-            if _lock(fd, wait=False):
+            if flock(fd, wait=False):
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path)
         finally:
@@ -109,7 +109,7 @@ def run_folder(parent: Path | None, output: Path | None = None) -> Iterator[Path
     try:
         # locked under another name, then renamed: a cleaner never sees it unlocked
         fd = os.open(folder / f"{LOCK}.new", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        _lock(fd, wait=True)
+        flock(fd, wait=True)
         os.rename(folder / f"{LOCK}.new", folder / LOCK)
         yield folder
     finally:

@@ -85,18 +85,11 @@ def _stat_input(p: Path) -> os.stat_result:
             raise BadInput(f"{p}: a symlink to nothing (dangling)") from None
         raise BadInput(f"{p}: no such file or folder") from None
     except OSError as e:
-        raise BadInput(f"{p}: cannot read ({_why(e)})") from None
+        raise BadInput(f"{p}: cannot read ({atomic.reason(e)})") from None
     kind = atomic.special_kind(st.st_mode)
     if kind is not None:
         raise BadInput(f"{p}: is {kind}, not a regular file or folder; not read")
     return st
-
-
-def _why(e: OSError) -> str:
-    if e.errno is not None:
-        text = os.strerror(e.errno)
-        return text[:1].lower() + text[1:]
-    return (str(e).splitlines() or [type(e).__name__])[0]
 
 
 def _distinct(sources: list[Source]) -> list[Source]:
@@ -117,7 +110,7 @@ def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
     try:
         st = os.stat(folder)
     except OSError as e:
-        diag.warn("skipped_entry", f"{folder}: skipped ({_why(e)})")
+        diag.warn("skipped_entry", f"{folder}: skipped ({atomic.reason(e)})")
         return
     if (st.st_dev, st.st_ino) in walked:
         diag.warn("skipped_entry", f"{folder}: skipped (a folder already read: a symlink "
@@ -127,7 +120,7 @@ def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
     try:
         entries = sorted(folder.iterdir())
     except OSError as e:
-        diag.warn("skipped_entry", f"{folder}: skipped ({_why(e)})")
+        diag.warn("skipped_entry", f"{folder}: skipped ({atomic.reason(e)})")
         return
     for q in entries:
         if q.name.startswith("."):
@@ -138,7 +131,7 @@ def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
             diag.warn("skipped_entry", f"{q}: skipped (a symlink to nothing)")
             continue
         except OSError as e:
-            diag.warn("skipped_entry", f"{q}: skipped ({_why(e)})")
+            diag.warn("skipped_entry", f"{q}: skipped ({atomic.reason(e)})")
             continue
         kind = atomic.special_kind(mode)
         if kind is not None:
@@ -152,7 +145,7 @@ def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
         except UnknownFormat:
             skipped.append(q)
         except OSError as e:
-            diag.warn("skipped_entry", f"{q}: skipped ({_why(e)})")
+            diag.warn("skipped_entry", f"{q}: skipped ({atomic.reason(e)})")
 
 
 def _claimed(folder: Path, fmt: str | None) -> bool:
