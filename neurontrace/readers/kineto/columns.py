@@ -19,15 +19,8 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA
 from neurontrace.readers.jsonrepair import is_utf8
 from neurontrace.readers.kineto.events import ANY_JSON, Event, dump
-from neurontrace.readers.kineto.roles import arg_text, classify
+from neurontrace.readers.kineto.roles import arg_text, classify, layer_of
 from neurontrace.readers.units import I64_MAX, I64_MIN, microseconds_to_ns
-
-#: Kineto categories of the device layer. Any other category that starts with a runtime's
-#: prefix (``cuda_runtime``, ``cuda_driver``, ``privateuse1_runtime``, ``mtia_runtime``,
-#: ...) is the runtime layer; the rest, unknown categories included, the framework layer.
-DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation",
-                               "cuda_sync", "cuda_profiler_range", "mtia_ccp_events"})
-_RUNTIME_PREFIXES = ("privateuse1_", "cuda_", "hip_", "xpu_", "mtia_")
 
 KIND_OF_PHASE = {"X": S.SPAN, "i": S.INSTANT, "I": S.INSTANT, "C": S.COUNTER}
 FLOW_PHASES = {"s", "t", "f"}
@@ -225,7 +218,7 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
                 f"{where(odd[0])} {names[odd[0]]!r}); category left null",
                 len(odd),
             )
-    layer = _mapped(category, _layer_of, S.FRAMEWORK)
+    layer = _mapped(category, layer_of, S.FRAMEWORK)
     pid, pid_label = _ids(list(map(_PID, rows)), "pid", path, diag)
     tid, tid_label = _ids(list(map(_TID, rows)), "tid", path, diag)
 
@@ -312,12 +305,6 @@ def _mapped(values: pa.Array, fn: Callable[[str], str], missing: str) -> pa.Arra
     enc = values.dictionary_encode()
     table = pa.array([fn(v) for v in enc.dictionary.to_pylist()] + [missing], pa.string())
     return table.take(pc.fill_null(enc.indices, len(table) - 1))
-
-
-def _layer_of(category: str) -> str:
-    if category in DEVICE_CATEGORIES:
-        return S.DEVICE
-    return S.RUNTIME if category.startswith(_RUNTIME_PREFIXES) else S.FRAMEWORK
 
 
 def _args(

@@ -40,14 +40,19 @@ import polars as pl
 
 from neurontrace import schema as S
 
-OPERATOR_CATEGORIES = ("cpu_op",)
-ANNOTATION_CATEGORIES = ("user_annotation", "gpu_user_annotation")
-PYTHON_CATEGORIES = ("python_function",)
-TRANSFER_CATEGORIES = ("gpu_memcpy", "gpu_memset")
-WAIT_CATEGORIES = ("cuda_sync",)
-#: Device-layer categories that are not device work: CUPTI profiler ranges (a kernel's
-#: counters measured over a range, not its run).
-OTHER_DEVICE_CATEGORIES = ("cuda_profiler_range",)
+#: Kineto's device-layer categories and the role of their rows (but see :func:`role`: a
+#: wait's name, or a direction in a row's args, comes first). CUPTI profiler ranges (a
+#: kernel's counters measured over a range, not its run) are not device work.
+DEVICE_ROLES = {"kernel": S.COMPUTE, "mtia_ccp_events": S.COMPUTE, "gpu_memcpy": S.TRANSFER,
+                "gpu_memset": S.TRANSFER, "gpu_user_annotation": S.ANNOTATION,
+                "cuda_sync": S.WAIT, "cuda_profiler_range": S.OTHER}
+#: Framework-layer categories and the role of their rows (any other: other).
+FRAMEWORK_ROLES = {"cpu_op": S.OPERATOR, "user_annotation": S.ANNOTATION,
+                   "gpu_user_annotation": S.ANNOTATION, "python_function": S.PYTHON}
+#: Any category not a device one that starts with a runtime's prefix (``cuda_runtime``,
+#: ``cuda_driver``, ``privateuse1_runtime``, ``mtia_runtime``, ...) is the runtime layer;
+#: the rest, unknown categories included, the framework layer.
+RUNTIME_PREFIXES = ("privateuse1_", "cuda_", "hip_", "xpu_", "mtia_")
 #: Device event names that are waits, whatever their category (MTIA).
 WAIT_NAMES = ("event_wait",)
 #: Runtime calls that block on, or order, device work.
@@ -79,31 +84,31 @@ def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr,
     (:func:`arg_direction`; none when not given) (see the module docstring)."""
     cat = category.fill_null("")
     moves = arg_direction.is_not_null() if arg_direction is not None else pl.lit(False)
+    by_category = cat.replace_strict(DEVICE_ROLES, default=S.COMPUTE, return_dtype=pl.String)
     device = (
-        pl.when(cat.is_in(WAIT_CATEGORIES) | name.is_in(WAIT_NAMES)).then(pl.lit(S.WAIT))
-        .when(cat.is_in(TRANSFER_CATEGORIES) | moves)
-        .then(pl.lit(S.TRANSFER))
-        .when(cat.is_in(ANNOTATION_CATEGORIES)).then(pl.lit(S.ANNOTATION))
-        .when(cat.is_in(OTHER_DEVICE_CATEGORIES)).then(pl.lit(S.OTHER))
-        .otherwise(pl.lit(S.COMPUTE))
+        pl.when(name.is_in(WAIT_NAMES)).then(pl.lit(S.WAIT))
+        .when(moves & (by_category != S.WAIT)).then(pl.lit(S.TRANSFER))
+        .otherwise(by_category)
     )
     runtime = (
         pl.when(name.str.contains(SYNC_NAME_PATTERN)).then(pl.lit(S.SYNC))
         .when(_copy_call(cat, name)).then(pl.lit(S.TRANSFER))
         .otherwise(pl.lit(S.RUNTIME_CALL))
     )
-    framework = (
-        pl.when(cat.is_in(OPERATOR_CATEGORIES)).then(pl.lit(S.OPERATOR))
-        .when(cat.is_in(ANNOTATION_CATEGORIES)).then(pl.lit(S.ANNOTATION))
-        .when(cat.is_in(PYTHON_CATEGORIES)).then(pl.lit(S.PYTHON))
-        .otherwise(pl.lit(S.OTHER))
-    )
+    framework = cat.replace_strict(FRAMEWORK_ROLES, default=S.OTHER, return_dtype=pl.String)
     return (
         pl.when(kind == S.COUNTER).then(pl.lit(S.OTHER))
         .when(layer == S.DEVICE).then(device)
         .when(layer == S.RUNTIME).then(runtime)
         .otherwise(framework)
     )
+
+
+def layer_of(category: str) -> str:
+    """The layer of a Kineto category (see :data:`RUNTIME_PREFIXES`)."""
+    if category in DEVICE_ROLES:
+        return S.DEVICE
+    return S.RUNTIME if category.startswith(RUNTIME_PREFIXES) else S.FRAMEWORK
 
 
 def _copy_call(cat: pl.Expr, name: pl.Expr) -> pl.Expr:
