@@ -160,26 +160,19 @@ def convert_one(job: Job, progress: Progress | None = None) -> JobOutput:
     diag = Diagnostics()
     local = job.out.local
     with scratch.job_folder(job.scratch, local.parent if local is not None else None) as work:
-        # written in place locally (a dataset's file then moved into its rank's folder),
-        # else in the job's folder and copied up
-        if local is None:
-            staged = work / f"{job.name}.parquet"
-        else:
-            staged = local / f"{job.name}.parquet" if job.dataset else local
         built, meta = _assemble(src, job.rank, progress, diag, work, digest)
         try:
+            target = job.out.path
+            if job.dataset:  # in the folder of the rank its rows have (an empty file: 0)
+                rank = built.rank if built.num_rows else 0
+                target = job.out.child(f"rank={rank}/{job.name}.parquet").path
+            # written in place locally, else in the job's folder and copied up
+            staged = Path(target) if local is not None else work / f"{job.name}.parquet"
             store.write_batches(built.batches(), staged, meta, tmp_dir=work)
         finally:
             built.close()
-        target = job.out.path
-        if job.dataset:  # the rank its rows were written with (an empty file's: 0)
-            rank = built.rank if built.num_rows else 0
-            target = job.out.child(f"rank={rank}/{staged.name}").path
         if local is None:
             job.out.publish(staged, target)
-        elif job.dataset:
-            Path(target).parent.mkdir(exist_ok=True)
-            os.replace(staged, target)
     return JobOutput(target, built.num_rows, False, diag)
 
 

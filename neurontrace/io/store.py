@@ -163,32 +163,32 @@ def is_ours(path: Path) -> bool:
         return False
 
 
+def _parts(path: str | os.PathLike[str]) -> list[tuple[Path, int]]:
+    """The files of ``path`` (:func:`_files`), each checked (:func:`_footer`), with the
+    number its first row takes in the whole: the rows of the files before it."""
+    files = _files(Path(path))
+    rows = [_footer(f)[1] for f in files]
+    return list(zip(files, itertools.accumulate(rows, initial=0), strict=False))  # one spare
+
+
 def read(path: str | os.PathLike[str]) -> pa.Table:
     """The event table of a file (or dataset folder) that ``convert`` wrote.
 
     The files of a dataset folder are numbered on from one another (see :func:`scan`).
     """
-    files = _files(Path(path))
-    for f in files:
-        check(f)
-    tables = [_read_table(f) for f in files]
-    offsets = itertools.accumulate((t.num_rows for t in tables), initial=0)  # one spare
-    tables = [_offset_table(t, offset) for t, offset in zip(tables, offsets, strict=False)]
+    tables = [_read_table(f, offset) for f, offset in _parts(path)]
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
-def _offset_table(t: pa.Table, offset: int) -> pa.Table:
-    """:func:`offset_rows` for a table in memory."""
+def _read_table(path: Path, offset: int) -> pa.Table:
+    """One file's table, its rows numbered from ``offset`` (:func:`offset_rows`)."""
+    try:
+        t = pq.read_table(path, schema=S.SCHEMA)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{shown(path)}: corrupt Parquet file ({one_line(str(e))})") from None
     for c in S.ROW_REFS if offset else ():
         t = t.set_column(t.schema.get_field_index(c), S.SCHEMA.field(c), pc.add(t[c], offset))
     return t
-
-
-def _read_table(path: Path) -> pa.Table:
-    try:
-        return pq.read_table(path, schema=S.SCHEMA)
-    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"{shown(path)}: corrupt Parquet file ({one_line(str(e))})") from None
 
 
 def scan(path: str | os.PathLike[str]) -> pl.LazyFrame:
@@ -199,16 +199,15 @@ def scan(path: str | os.PathLike[str]) -> pl.LazyFrame:
     that ``row`` stays unique in the whole frame. Every file's footer is checked first
     (:func:`check`); its pages are read only when the frame is collected.
     """
-    files = _files(Path(path))
-    rows = [_footer(f)[1] for f in files]
+    files = _parts(path)
     _scans[0] += 1
-    for f in files:
+    for f, _ in files:
         _scanned.pop(f, None)
         _scanned[f] = _scans[0]
     while len(_scanned) > SCANNED_KEPT:
         del _scanned[next(iter(_scanned))]
     parts = [offset_rows(pl.scan_parquet(str(f), hive_partitioning=False), offset)
-             for f, offset in zip(files, itertools.accumulate(rows, initial=0), strict=False)]
+             for f, offset in files]
     return parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical")
 
 
