@@ -117,31 +117,20 @@ def direction(name: pl.Expr) -> pl.Expr:
     return name.replace_strict(COPY_DIRECTIONS, default=None, return_dtype=pl.String)
 
 
-def _classified(df: pl.DataFrame) -> pl.DataFrame:
-    """``df`` with ``role`` and ``direction`` (kept where the reader set them)."""
+def to_batch(df: pl.DataFrame) -> pa.RecordBatch:
+    """A frame holding any subset of :data:`BATCH_SCHEMA`'s columns (``role`` and
+    ``direction`` not among them), as a batch of it, its rows classified."""
     def col(c: str) -> pl.Expr:
         return pl.col(c).cast(pl.String) if c in df.columns else pl.lit(None, pl.String)
-    made = [
+    df = df.with_columns(
         role(col(S.LAYER), col(S.CATEGORY), col(S.NAME).fill_null(""), col(S.KIND))
         .alias(S.ROLE),
         direction(col(S.NAME)).alias(S.DIRECTION),
-    ]
-    return df.with_columns(
-        pl.coalesce(pl.col(e.meta.output_name()), e) if e.meta.output_name() in df.columns
-        else e for e in made
     )
-
-
-def to_batch(df: pl.DataFrame) -> pa.RecordBatch:
-    """A frame holding any subset of :data:`BATCH_SCHEMA`'s columns, as a batch of it,
-    its rows classified (``role``, ``direction``)."""
-    df = _classified(df)
-    cols = [
-        df.get_column(name).cast(t) if name in df.columns
-        else pl.Series(name, [None] * df.height, t)
+    table = df.select(
+        pl.col(name).cast(t) if name in df.columns else pl.lit(None, t).alias(name)
         for name, t in _POLARS_TYPES.items()
-    ]
-    table = pl.DataFrame(cols).to_arrow().cast(BATCH_SCHEMA).combine_chunks()
+    ).to_arrow().cast(BATCH_SCHEMA).combine_chunks()
     if table.num_rows == 0:
         return pa.RecordBatch.from_pylist([], schema=BATCH_SCHEMA)
     return table.to_batches()[0]

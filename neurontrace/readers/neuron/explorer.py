@@ -611,13 +611,23 @@ class ExplorerReader:
             raise BadInput(f"{shown(path)}: not a Neuron Explorer folder (a folder of "
                            f"<table>.parquet files with {SYSTEM} or one of "
                            f"{', '.join(DEVICE_TABLES)})")
-        return Events.filled_by(self.name, _Read(path, diag, progress).batches)
+        return read_folder(path, None, diag, progress)
+
+
+def read_folder(folder: Path, tool_schema: dict[str, object] | None, diag: Diagnostics,
+                progress: Progress | None) -> Events:
+    """The Explorer folder ``folder`` read; with ``tool_schema`` (what the tool that wrote
+    it printed of its profile schema) in the trace's ``neuron`` metadata."""
+    return Events.filled_by(ExplorerReader.name,
+                            _Read(folder, diag, progress, tool_schema=tool_schema).batches)
 
 
 class _Read:
     def __init__(self, folder: Path, diag: Diagnostics, progress: Progress | None,
-                 prof: DeviceProfile | None = None) -> None:
+                 prof: DeviceProfile | None = None,
+                 tool_schema: dict[str, object] | None = None) -> None:
         self.folder = folder
+        self.tool_schema = tool_schema
         self.prof = prof
         self.diag = diag
         self.progress = progress
@@ -654,6 +664,7 @@ class _Read:
                 t for t in self.tables if t not in (SYSTEM, *DEVICE_TABLES, *SIDE_TABLES)
             ),
             **({"device_profiles": [p.describe() for p in profiles]} if profiles else {}),
+            **({"tool_profile_schema": self.tool_schema} if self.tool_schema is not None else {}),
         }}
         ev.clock = {
             "base_time_ns": 0,

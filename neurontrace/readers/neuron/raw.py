@@ -40,7 +40,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -48,8 +47,8 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, ToolMissing
 from neurontrace.io import scratch
 from neurontrace.readers import neuron as N
-from neurontrace.readers.base import Batch, Events, Progress, Source
-from neurontrace.readers.neuron.explorer import ExplorerReader, is_explorer_folder
+from neurontrace.readers.base import Events, Progress, Source
+from neurontrace.readers.neuron.explorer import is_explorer_folder, read_folder
 
 #: The converter to Parquet. ``neuron-profile`` (its name before Neuron Explorer) writes
 #: legacy JSON only: it refuses ``--output-format parquet``.
@@ -97,26 +96,9 @@ class RawReader:
                        f"{EXPLORER} into a cache folder")
 
     def expand(self, path: Path, cache: Path) -> list[Source]:
-        folder = explorer_output(view_args(path), path, cache)
-        return [Source(path, self.name, partial(read_converted, folder, kept_schema(folder)),
+        folder, schema = explorer_output(view_args(path), path, cache)
+        return [Source(path, self.name, partial(read_folder, folder, schema),
                        path.name.replace(".", "_"))]
-
-
-def read_converted(folder: Path, schema: dict[str, object] | None, diag: Diagnostics,
-                   progress: Progress | None) -> Events:
-    """The Explorer folder ``neuron-explorer`` wrote, read, with the profile schema the
-    tool printed (``schema``, when it printed one) in the trace's ``neuron`` metadata."""
-    ev = ExplorerReader().read(folder, diag, progress)
-    if schema is None:
-        return ev
-    inner = ev.batches
-
-    def batches() -> Iterator[Batch]:
-        yield from inner
-        ev.trace.setdefault("neuron", {})["tool_profile_schema"] = schema
-
-    ev.batches = batches()
-    return ev
 
 
 def schema_version_of(text: str) -> str | None:
@@ -143,22 +125,6 @@ def show_schema(timeout: float) -> dict[str, object] | None:
             return {"command": " ".join(command), "version": schema_version_of(text),
                     "sha256": hashlib.sha256(text.encode()).hexdigest(), "chars": len(text),
                     "text": text[:SCHEMA_KEPT], "truncated": len(text) > SCHEMA_KEPT}
-    return None
-
-
-def kept_schema(folder: Path) -> dict[str, object] | None:
-    """The profile schema kept with a converted Explorer folder (:data:`SCHEMA_FILE` in
-    the cache entry holding it), or None."""
-    for where in (folder, *folder.parents)[:5]:  # cache entry/profiles/global/<name>
-        f = where / SCHEMA_FILE
-        if f.is_file():
-            try:
-                kept = json.loads(f.read_text(errors="replace"))
-            except ValueError:
-                return None
-            return kept if isinstance(kept, dict) else None
-        if (where / _DONE).is_file():  # the cache entry's root: nothing kept
-            return None
     return None
 
 
@@ -191,19 +157,9 @@ def view_args(capture: Path) -> list[str]:
     return ["-n", str(neff), "-s", str(capture)]
 
 
-def _key(capture: Path) -> str:
-    h = hashlib.sha1(str(capture.resolve()).encode())
-    files = sorted(capture.rglob("*")) if capture.is_dir() else [capture]
-    for f in files:
-        if f.is_file():
-            st = f.stat()
-            h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:12]
-
-
 def _content(args: list[str]) -> str:
     """Content hashes of what ``view ARGS`` reads (the NEFF, NTFF or session folder):
-    a cached conversion is reused only when they are the ones it recorded."""
+    they name the cache entry of a conversion (:func:`explorer_output`)."""
     from neurontrace.io.digest import content_digest
 
     named = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-n", "-s", "-d")]
@@ -283,13 +239,16 @@ def _missing(capture: Path, args: list[str]) -> ToolMissing:
     )
 
 
-def explorer_output(args: list[str], capture: Path, cache: Path) -> Path:
-    """The Explorer Parquet folder for ``capture``, converting it first if needed."""
-    out = cache / f"{capture.name}-{_key(capture)}"
+def explorer_output(args: list[str], capture: Path,
+                    cache: Path) -> tuple[Path, dict[str, object] | None]:
+    """The Explorer Parquet folder for ``capture``, converting it first if needed, and the
+    profile schema the tool printed (:func:`show_schema`), kept with it. A cache entry is
+    named by the content hashes of what ``view`` reads: it is reused only for those very
+    bytes."""
     want = _content(args)
-    if (out / _DONE).is_file() and \
-            (out / _DONE).read_text(errors="replace").split("\n", 1)[0] == want:
-        return _found(out, capture, "cache")  # converted from these very bytes
+    out = cache / f"{capture.name}-{hashlib.sha1(want.encode()).hexdigest()[:12]}"
+    if (out / _DONE).is_file():
+        return _found(out, capture, "cache")
     if shutil.which(EXPLORER) is None:
         raise _missing(capture, args)
     timeout = explorer_timeout()
@@ -315,10 +274,14 @@ def explorer_output(args: list[str], capture: Path, cache: Path) -> Path:
     return _found(out, capture, EXPLORER)
 
 
-def _found(out: Path, capture: Path, tool: str) -> Path:
+def _found(out: Path, capture: Path, tool: str) -> tuple[Path, dict[str, object] | None]:
     folders = sorted({p.parent for p in out.rglob("*.parquet") if is_explorer_folder(p.parent)},
                      key=lambda p: (not p.name.startswith(DISPLAY_NAME),
                                     not p.name.endswith("@latest"), str(p)))
     if not folders:
         raise BadInput(f"{capture}: {tool} wrote no Explorer Parquet tables under {out}")
-    return folders[0]
+    try:
+        kept = json.loads((out / SCHEMA_FILE).read_text(errors="replace"))
+    except (OSError, ValueError):
+        kept = None  # the tool printed no schema
+    return folders[0], kept if isinstance(kept, dict) else None

@@ -180,7 +180,7 @@ def read_capture(cap: Capture, cache: Path | None, diag: Diagnostics,
         for capture, args in _raw(cap):
             if cache is None:
                 raise BadInput(f"{capture}: a raw capture is read through convert")
-            neuron.append((ExplorerReader(), explorer_output(args, capture, cache)))
+            neuron.append((ExplorerReader(), explorer_output(args, capture, cache)[0]))
     for reader, path in neuron:
         parts.append((reader.name, path, reader.read(path, diag, None)))
     return Events.filled_by(RunReader.name, lambda out: merge(parts, cap, out, diag))
