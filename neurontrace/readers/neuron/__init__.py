@@ -213,6 +213,14 @@ def args_json(df: pl.DataFrame, columns: Iterable[str],
     return out.to_series().alias(S.ARGS)
 
 
+def int_text(text: pl.Expr) -> pl.Expr:
+    """Text read as int64: integer text exactly, decimals through a float (rounded); null
+    where it is no number or one out of int64's range (``abc``, ``1e400``, ``2**70``)."""
+    c = text.str.strip_chars()
+    return pl.coalesce(c.cast(pl.Int64, strict=False),
+                       c.cast(pl.Float64, strict=False).round().cast(pl.Int64, strict=False))
+
+
 def json_text(v: Any) -> str | None:
     """A decoded JSON value as text: a string as it is, anything else as its JSON (None
     stays None)."""

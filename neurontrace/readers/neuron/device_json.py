@@ -198,11 +198,8 @@ def _frame(rows: list[dict[str, Any]], used: tuple[str, ...],
 
 
 def _number(col: str) -> pl.Expr:
-    """Integer text exactly; decimals through a float (device times are small); null
-    where the text is no number or one out of int64's range (``1e400``, ``2**70``)."""
-    c = pl.col(col).str.strip_chars()
-    return pl.coalesce(c.cast(pl.Int64, strict=False),
-                       c.cast(pl.Float64, strict=False).round().cast(pl.Int64, strict=False))
+    """The text column ``col`` as int64 (:func:`.int_text`; device times are small)."""
+    return N.int_text(pl.col(col))
 
 
 def _unusable(df: pl.DataFrame, col: str) -> int:

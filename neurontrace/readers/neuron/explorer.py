@@ -327,18 +327,13 @@ def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, lis
 
 def _to_int(s: pl.Series) -> pl.Series | None:
     dt = s.dtype
-    if dt == pl.Null or dt.is_integer() or dt.is_float() or dt.is_decimal() \
-            or dt == pl.Boolean:
-        return s.cast(pl.Int64, strict=False)
-    if dt.is_temporal():
-        return s.to_physical().cast(pl.Int64, strict=False)
     if dt in (pl.String, pl.Categorical) or isinstance(dt, pl.Enum):
-        text = s.cast(pl.String).str.strip_chars()
-        return pl.select(pl.coalesce(
-            text.cast(pl.Int64, strict=False),
-            text.cast(pl.Float64, strict=False).round().cast(pl.Int64, strict=False),
-        )).to_series()
-    return None
+        return s.to_frame().select(N.int_text(pl.col(s.name).cast(pl.String))).to_series()
+    if dt.is_temporal():
+        s = s.to_physical()
+    elif not (dt == pl.Null or dt.is_numeric() or dt == pl.Boolean):
+        return None
+    return s.cast(pl.Int64, strict=False)
 
 
 def _to_text(s: pl.Series) -> pl.Series | None:
