@@ -165,7 +165,7 @@ def convert_one(job: Job, progress: Progress | None = None) -> JobOutput:
             target = job.out.path
             if job.dataset:  # in the folder of the rank its rows have (an empty file: 0)
                 rank = built.rank if built.num_rows else 0
-                target = job.out.child(f"rank={rank}/{job.name}.parquet").path
+                target = posixpath.join(target, f"rank={rank}/{job.name}.parquet")
             # written in place locally, else in the job's folder and copied up
             staged = Path(target) if local is not None else work / f"{job.name}.parquet"
             store.write_batches(built.batches(), staged, meta, tmp_dir=work)

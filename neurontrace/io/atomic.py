@@ -225,14 +225,14 @@ def refuse_overlap(inputs: Iterable[os.PathLike[str] | str], output: os.PathLike
 
 
 @contextmanager
-def writing(dst: Path, tmp_dir: Path | None = None, fsync: bool = False) -> Iterator[Path]:
+def writing(dst: Path, tmp_dir: Path | None = None) -> Iterator[Path]:
     """A temporary path to write ``dst``'s content to; renamed to ``dst`` when the block
     ends without an exception, removed otherwise (whatever the exception).
 
     The temporary file is made in ``tmp_dir`` when that is on ``dst``'s file system
     (a run's temporary folder, see :mod:`neurontrace.io.scratch`), else next to ``dst``;
     its name fits in :data:`NAME_MAX` bytes. Before the rename it is given
-    :func:`file_mode`; with ``fsync`` its bytes (and the rename) are flushed to disk.
+    :func:`file_mode`.
     An existing ``dst`` that is not a regular file is refused (:func:`check_output`).
     """
     check_output(dst)
@@ -254,29 +254,17 @@ def writing(dst: Path, tmp_dir: Path | None = None, fsync: bool = False) -> Iter
     try:
         yield tmp
         os.chmod(tmp, file_mode())
-        if fsync:
-            _fsync(tmp)
         check_output(dst)  # nothing else appeared there meanwhile
         try:
             os.replace(tmp, dst)
         except OSError as e:
             raise cannot_write(dst, e) from None
-        if fsync:
-            _fsync(dst.parent)
     except OSError as e:
         if errno_of(e) in FULL_ERRNOS:
             raise cannot_write(dst, e) from None
         raise
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def replace_dir(tmp: Path, dst: Path, trash: Path | None = None) -> None:

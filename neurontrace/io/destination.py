@@ -56,9 +56,6 @@ class Place:
     def name(self) -> str:
         return posixpath.basename(self.path.rstrip("/"))
 
-    def child(self, rel: str) -> Place:
-        return Place(self.fs, posixpath.join(self.path, rel))
-
     def __str__(self) -> str:
         """The local path, or ``<filesystem>://<path>`` (no query options, no credentials)."""
         return self.path if self.local is not None else f"{self.fs.type_name}://{self.path}"
