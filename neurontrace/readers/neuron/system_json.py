@@ -36,7 +36,8 @@ _DICTS = msgspec.json.Decoder(list[Any])
 #: Fields that become columns; all others stay in ``args``.
 _SYSTEM_USED = ("name", "timestamp", "duration", "type", "process_id", "thread_id",
                 "instance_id", "lnc_idx", "size")
-#: Fields read as integers.
+#: Fields read as text, and as integers.
+_TEXTS = ("name", "instance_id", "group", "process_id", "thread_id")
 _INTS = ("timestamp", "nc_start_timestamp_ns", "duration", "type", "lnc_idx", "nc_idx",
          "device_core_idx", "size")
 
@@ -44,14 +45,6 @@ _INTS = ("timestamp", "nc_start_timestamp_ns", "duration", "type", "lnc_idx", "n
 def _text(v: Any) -> str | None:
     """``v`` as text (:func:`.json_text`), a float holding an integer as that integer."""
     return str(int(v)) if isinstance(v, float) and v.is_integer() else N.json_text(v)
-
-
-def _column(items: list[dict[str, Any]], key: str) -> pl.Series:
-    return pl.Series(key, [_text(e.get(key)) for e in items], pl.String)
-
-
-def _ints(items: list[dict[str, Any]], key: str) -> pl.Series:
-    return _column(items, key).str.strip_chars().cast(pl.Int64, strict=False)
 
 
 def _args(items: list[dict[str, Any]], used: tuple[str, ...]) -> pl.Series:
@@ -95,21 +88,23 @@ class SystemJsonReader:
 def system_frame(items: list[dict[str, Any]], path: Path, index: int,
                  diag: Diagnostics) -> pl.DataFrame:
     """One chunk of ``trace_event`` entries as event columns."""
-    name = _column(items, "name")
-    if name.null_count():
-        diag.warn("missing_name", f"{shown(path)}: {name.null_count()} event(s) after #{index} "
-                  "have no name; named ''", name.null_count())
-    exec_id = pl.Series("exec_id", [
-        _text(e.get("exec_id", (e.get("args") or {}).get("exec_id")
-                    if isinstance(e.get("args"), dict) else None))
-        for e in items
-    ], pl.String)
-    pid, pid_label = N.int_or_label(_column(items, "process_id"))
-    tid, tid_label = N.int_or_label(_column(items, "thread_id"))
-    df = pl.DataFrame([
-        name.fill_null(""), exec_id, _column(items, "type").alias("type_text"),
-        *(_column(items, k) for k in ("instance_id", "group")), *(_ints(items, k) for k in _INTS),
-    ]).with_columns(
+    def exec_id(e: dict[str, Any]) -> Any:
+        args = e.get("args")
+        return e.get("exec_id", args.get("exec_id") if isinstance(args, dict) else None)
+
+    cols = {k: [_text(e.get(k)) for e in items] for k in (*_TEXTS, *_INTS)}
+    cols["exec_id"] = [_text(exec_id(e)) for e in items]
+    df = pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.String))
+    nameless = df.get_column("name").null_count()
+    if nameless:
+        diag.warn("missing_name", f"{shown(path)}: {nameless} event(s) after #{index} "
+                  "have no name; named ''", nameless)
+    pid, pid_label = N.int_or_label(df.get_column("process_id"))
+    tid, tid_label = N.int_or_label(df.get_column("thread_id"))
+    df = df.with_columns(
+        pl.col("name").fill_null(""), pl.col("type").alias("type_text"),
+        *(pl.col(k).str.strip_chars().cast(pl.Int64, strict=False) for k in _INTS),
+    ).with_columns(
         start=pl.coalesce("timestamp", "nc_start_timestamp_ns"),
         lnc=pl.coalesce("lnc_idx", "nc_idx"),
         core=pl.coalesce("device_core_idx", "nc_idx"),
