@@ -32,14 +32,15 @@ from neurontrace.readers.base import (
     Progress,
     rank_from_name,
 )
-from neurontrace.readers.jsonopen import WS, text_head
 from neurontrace.readers.jsonstream import (
+    WS,
     ArrayStream,
     Misaligned,
     NumberText,
     array_start,
     cuts,
     outer_fields,
+    text_head,
 )
 from neurontrace.readers.kineto.columns import Metadata, chunk_columns
 from neurontrace.readers.kineto.events import (
