@@ -264,8 +264,7 @@ def convert(
 
 def _names_folder(dst: PathLike) -> bool:
     """Whether ``dst`` is spelled as a folder: it ends with a slash (``out/``)."""
-    text = os.fspath(dst)
-    return text.endswith("/") or (os.sep != "/" and text.endswith(os.sep))
+    return os.fspath(dst).endswith(("/", os.sep))
 
 
 def written_by_us(path: Path) -> bool:

@@ -23,21 +23,15 @@ def ahead(items: Iterable[T], depth: int = 2) -> Generator[T, None, None]:
     q: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
-    def put(entry: tuple[bool, Any]) -> bool:
-        while not stop.is_set():
-            with suppress(queue.Full):
-                q.put(entry, timeout=0.1)
-                return True
-        return False
-
     def produce() -> None:
         try:
             for item in items:
-                if not put((True, item)):
+                q.put((True, item))
+                if stop.is_set():  # the consumer is gone
                     return
-            put((False, None))
+            q.put((False, None))
         except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
-            put((False, e))
+            q.put((False, e))
 
     thread = threading.Thread(target=produce, name="neurontrace-batches", daemon=True)
     thread.start()
@@ -51,4 +45,6 @@ def ahead(items: Iterable[T], depth: int = 2) -> Generator[T, None, None]:
             yield item
     finally:
         stop.set()
-        thread.join()
+        while thread.is_alive():  # room for a put the producer waits on, until it sees stop
+            with suppress(queue.Empty):
+                q.get(timeout=0.1)
