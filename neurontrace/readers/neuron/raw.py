@@ -195,10 +195,8 @@ def run_tool(command: list[str], timeout: float) -> subprocess.CompletedProcess[
                              start_new_session=True)
     try:
         out, err = child.communicate(timeout=timeout)
-    except BaseException:
-        _kill_group(child)
-        raise
-    _kill_group(child)  # what it left running (a server it forked) goes too
+    finally:
+        _kill_group(child)  # on any exit; what it left running (a server it forked) too
     return subprocess.CompletedProcess(command, child.returncode, out, err)
 
 
