@@ -578,6 +578,9 @@ def executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.Data
 # -- the reader -----------------------------------------------------------------------
 
 BATCH_ROWS = 256 * 1024
+#: System-table columns that place device time (:func:`_host_windows`).
+_TIMING = ["name", "start_ts", "end_ts", "duration_ns", "nc_idx", "flow_id",
+           "extra_attributes_json", "process_id"]
 #: Side tables, by name: their rows (at most :data:`SIDE_ROWS`).
 Side = dict[str, list[dict[str, Any]]]
 
@@ -592,6 +595,34 @@ class _Host:
     windows: pl.DataFrame
     syncs: pl.DataFrame
     placements: dict[str, Placement] = field(default_factory=dict)
+
+
+def _host_windows(timing: list[pl.DataFrame]) -> _Host:
+    """``nc_exec_running`` per execution and sync points, from the system table's
+    ``nc_exec_running`` and ``timestamp_sync_point`` rows (columns :data:`_TIMING`)."""
+    parts = [p for p in timing if p.height]
+    df = (pl.concat(parts, how="diagonal_relaxed") if parts  # else: empty, typed alike
+          else pl.DataFrame(schema=dict.fromkeys(_TIMING, pl.String)))
+    df = df.with_columns(N.int_or_label(df.get_column("process_id"))[0].alias("_pid"))
+    ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
+        nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
+        pid=pl.col("_pid").cast(pl.Int64, strict=False),
+        model=json_int("extra_attributes_json", MODEL_KEYS),
+        start=pl.col("start_ts").cast(pl.Int64),
+        end=pl.col("start_ts").cast(pl.Int64) + duration().fill_null(0),
+        execution=execution(df),
+    ).filter(pl.col("start").is_not_null()).with_columns(
+        pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
+            pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
+            pl.col("start").cast(pl.String))).alias(S.EXECUTION))
+    host = ex.group_by("nc", "pid", "model", S.EXECUTION).agg(pl.col("start").min(),
+                                                              pl.col("end").max())
+    syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
+        host_ts=pl.coalesce(json_int("extra_attributes_json", SYNC_HOST_KEYS),
+                            pl.col("start_ts").cast(pl.Int64)),
+        device_ts=json_int("extra_attributes_json", SYNC_DEVICE_KEYS),
+    ).drop_nulls()
+    return _Host(host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs)
 
 
 class ExplorerReader:
@@ -635,9 +666,12 @@ class _Read:
         side = self._side(SIDE_TABLES)
         majors: set[str] = set()  # unknown major versions warned about in this read
         version = schema_version(side.get("Metadata"), self.folder, self.diag, majors)
-        host = self._host_windows()
+        timing: list[pl.DataFrame] = []  # the system rows that place device time
         for frame in self._frames(SYSTEM):
             yield N.to_batch(system_rows(frame, self.diag, self.folder))
+            timing.append(with_defaults(frame, _TIMING).select(_TIMING)
+                          .filter(pl.col("name").is_in([N.EXEC_EVENT, N.SYNC_EVENT])))
+        host = _host_windows(timing)
         if self.tables.keys() & set(DEVICE_TABLES):
             yield from self.device_batches(
                 side, host, profile_nc(self.folder, side.get("Metadata"), self.diag))
@@ -719,38 +753,6 @@ class _Read:
                                    f"kept to its first {SIDE_ROWS} rows")
                     break
         return side
-
-    def _host_windows(self) -> _Host:
-        """``nc_exec_running`` per execution and sync points, from the system table."""
-        cols = ["name", "start_ts", "end_ts", "duration_ns", "nc_idx", "flow_id",
-                "extra_attributes_json", "process_id"]
-        parts = [
-            df.filter(pl.col("name").is_in([N.EXEC_EVENT, N.SYNC_EVENT]))
-            for df in self._frames(SYSTEM, cols) if "name" in df.columns
-        ]
-        parts = [with_defaults(p, cols) for p in parts if p.height]
-        df = (pl.concat(parts, how="diagonal_relaxed") if parts  # else: empty, typed alike
-              else pl.DataFrame(schema=dict.fromkeys(cols, pl.String)))
-        df = df.with_columns(N.int_or_label(df.get_column("process_id"))[0].alias("_pid"))
-        ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
-            nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
-            pid=pl.col("_pid").cast(pl.Int64, strict=False),
-            model=json_int("extra_attributes_json", MODEL_KEYS),
-            start=pl.col("start_ts").cast(pl.Int64),
-            end=pl.col("start_ts").cast(pl.Int64) + duration().fill_null(0),
-            execution=execution(df),
-        ).filter(pl.col("start").is_not_null()).with_columns(
-            pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
-                pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
-                pl.col("start").cast(pl.String))).alias(S.EXECUTION))
-        host = ex.group_by("nc", "pid", "model", S.EXECUTION).agg(pl.col("start").min(),
-                                                                  pl.col("end").max())
-        syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
-            host_ts=pl.coalesce(json_int("extra_attributes_json", SYNC_HOST_KEYS),
-                                pl.col("start_ts").cast(pl.Int64)),
-            device_ts=json_int("extra_attributes_json", SYNC_DEVICE_KEYS),
-        ).drop_nulls()
-        return _Host(host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs)
 
     # -- device tables ----------------------------------------------------------------
 
