@@ -6,7 +6,8 @@ streamed back when the output is written; memory holds only the narrow columns (
 hundred bytes a row), and for a trace of more than :func:`memory_rows` rows not even
 those: they go to files too, which :mod:`neurontrace.table.sweep` reads a bucket at a time.
 A file decoded in chunks in parallel (:mod:`neurontrace.table.chunks`) has one spill file
-per chunk, each written by the process that reads it.
+per chunk, each written by the process that reads it. The sweep keeps its own frames
+between passes by key (:class:`Parts`: a bucket, a row range), in the same files.
 
 The spill is bounded (:class:`Budget`): one spill (a trace read serially, or one chunk of
 it) may write at most :data:`SPILL_LIMIT` bytes if that variable is set, else half the
@@ -20,10 +21,11 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc
@@ -289,6 +291,83 @@ def frame(data: pa.Table | pa.RecordBatch) -> pl.DataFrame:
     out = pl.from_arrow(data)
     assert isinstance(out, pl.DataFrame)
     return out
+
+
+class Parts:
+    """Frames by key (a bucket, a row range), each appended a frame at a time: Arrow IPC
+    stream files in ``folder``, one per key, or (``folder`` None) frames in memory."""
+
+    def __init__(self, folder: Path | None, stem: str) -> None:
+        self.folder = folder
+        self.stem = stem
+        self._open: dict[int, Writer] = {}
+        self._held: dict[int, list[pl.DataFrame]] = {}
+
+    def path(self, key: int) -> Path:
+        assert self.folder is not None
+        return self.folder / f"{self.stem}-{key}.arrow"
+
+    def write(self, key: int, frame: pl.DataFrame) -> None:
+        if self.folder is None:
+            self._held.setdefault(key, []).append(frame)
+            return
+        table = frame.to_arrow()
+        out = self._open.get(key)
+        if out is None:
+            out = self._open[key] = Writer(self.path(key), table.schema)
+        out.write(table)
+
+    def close(self) -> None:
+        opened, self._open = self._open, {}
+        for out in opened.values():
+            out.close()
+
+    def read(self, key: int) -> pl.DataFrame | None:
+        if self.folder is None:
+            held = self._held.get(key)
+            if held is None:
+                return None
+            return held[0] if len(held) == 1 else pl.concat(held)
+        path = self.path(key)
+        if not path.exists():
+            return None
+        with pa.OSFile(str(path), "rb") as f:
+            return frame(pa.ipc.open_stream(f).read_all())
+
+    def remove(self, key: int) -> None:
+        if self.folder is None:
+            self._held.pop(key, None)
+        else:
+            self.path(key).unlink(missing_ok=True)
+
+    def each(self, keys: int) -> Iterator[pl.DataFrame]:
+        """The frames of keys 0 to ``keys`` - 1, in order (keys without any left out)."""
+        for k in range(keys):
+            frame = self.read(k)
+            if frame is not None:
+                yield frame
+
+    def spread(self, frame: pl.DataFrame, keys: np.ndarray | None) -> None:
+        """Append each row of ``frame`` to the frames of its key in ``keys`` (None: all
+        of them to key 0, even none)."""
+        if keys is None:
+            self.write(0, frame)
+            return
+        for (k,), part in frame.with_columns(_k=keys).partition_by("_k", as_dict=True).items():
+            self.write(int(k), part.drop("_k"))
+
+    def map(self, keys: int, into: Parts, how: Callable[[int, pl.DataFrame], pl.DataFrame]
+            ) -> None:
+        """Write ``how(k, frame)`` to ``into`` (closed at the end) for the frame of each
+        key ``k`` below ``keys``, which is then removed from these."""
+        try:
+            for k in range(keys):
+                frame = self.read(k)
+                if frame is not None:
+                    into.write(k, how(k, frame))
+                    self.remove(k)
+        finally:
+            into.close()
 
 
 def read_batches(path: Path) -> Iterator[pa.RecordBatch]:
