@@ -210,7 +210,9 @@ _LIVE_DATA = {"t": "nc_timestamp_ns", "exec_id": "exec_id", "core": "device_core
 
 
 def live_frame(records: list[dict[str, Any]], path: Path, diag: Diagnostics) -> pl.DataFrame:
-    """Start and stop records paired by ``(nc_idx, tracking_id)`` into spans."""
+    """Start and stop records paired by ``(nc_idx, tracking_id)`` into spans: a start and
+    the first stop of its key make one span; a start without one, the first stop of a
+    key without a start and any other record are instants."""
     def data(r: dict[str, Any], key: str) -> Any:
         d = r.get("data")
         return d.get(key) if isinstance(d, dict) else None
@@ -221,48 +223,40 @@ def live_frame(records: list[dict[str, Any]], path: Path, diag: Diagnostics) -> 
     df = pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.String)).with_row_index("_i") \
         .with_columns(pl.col("nc", "t", "core").cast(pl.Int64, strict=False))
     key = ["nc", "tracking_id"]
-    starts = df.filter(pl.col("phase") == "start")
-    stops = df.filter(pl.col("phase") == "stop").select(
-        *key, _stop=pl.col("t"), _stop_i=pl.col("_i"), _stop_args=pl.col(S.ARGS)
-    ).unique(key, keep="first")
-    paired = starts.join(stops, on=key, how="left", nulls_equal=True)
-    lone_start = paired.filter(pl.col("_stop").is_null()).height
-    lone_stop = stops.join(starts, on=key, how="anti", nulls_equal=True)
+    phase = pl.col("phase")
+    stops = df.filter(phase == "stop").unique(key, keep="first").select(
+        *key, _stop=pl.col("t"), _stop_i=pl.col("_i"), _stop_args=pl.col(S.ARGS))
+    started = df.filter(phase == "start").select(key).unique().with_columns(_started=True)
+    df = df.join(stops, on=key, how="left", nulls_equal=True) \
+        .join(started, on=key, how="left", nulls_equal=True).sort("_i")
+    start = (phase == "start").fill_null(False)
+    lone_stop = ((phase == "stop") & pl.col("_started").is_null()  # its key's first stop
+                 & (pl.col("_i") == pl.col("_stop_i")))
+    lone_start = df.filter(start & pl.col("_stop").is_null()).height
+    lone_stops = df.filter(lone_stop).height
     if lone_start:
         diag.warn("unpaired_start", f"{shown(path)}: {lone_start} start record(s) without a stop "
                   "(same nc_idx and tracking_id); kept as instants", lone_start)
-    if lone_stop.height:
-        diag.warn("unpaired_stop", f"{shown(path)}: {lone_stop.height} stop record(s) without a "
-                  "start; kept as instants", lone_stop.height)
-    others = df.filter(~pl.col("phase").is_in(["start", "stop"]) | pl.col("phase").is_null())
-    spans = paired.select(
-        "_i", "event_type", "nc", "core", "exec_id", start="t",
-        dur=(pl.col("_stop") - pl.col("t")).clip(0),
-        args=pl.when(pl.col("_stop_args").is_null()).then(pl.col(S.ARGS)).otherwise(
-            pl.concat_str(pl.lit('{"start":'), pl.col(S.ARGS), pl.lit(',"stop":'),
-                          pl.col("_stop_args"), pl.lit("}"))),
-        kind=pl.when(pl.col("_stop").is_null()).then(pl.lit(S.INSTANT))
-        .otherwise(pl.lit(S.SPAN)),
-    )
-    singles = pl.concat([others, df.join(lone_stop.select("_stop_i"), left_on="_i",
-                                         right_on="_stop_i")]).select(
-        "_i", "event_type", "nc", "core", "exec_id", start="t",
-        dur=pl.lit(None, pl.Int64), args=S.ARGS, kind=pl.lit(S.INSTANT),
-    )
-    rows = pl.concat([spans, singles]).sort("_i")
-    return rows.select(
+    if lone_stops:
+        diag.warn("unpaired_stop", f"{shown(path)}: {lone_stops} stop record(s) without a "
+                  "start; kept as instants", lone_stops)
+    return df.filter((phase != "stop").fill_null(True) | lone_stop).select(
         pl.lit(S.DEVICE).alias(S.LAYER),
         pl.lit("live_fetch").alias(S.CATEGORY),
         pl.col("event_type").fill_null("").alias(S.NAME),
-        pl.col("kind").alias(S.KIND),
-        pl.col("start").fill_null(0).alias(S.START_NS),
-        pl.col("dur").fill_null(0).alias(S.DUR_NS),
+        pl.when(start & pl.col("_stop").is_not_null()).then(pl.lit(S.SPAN))
+        .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
+        pl.col("t").fill_null(0).alias(S.START_NS),
+        pl.when(start).then((pl.col("_stop") - pl.col("t")).clip(0)).fill_null(0)
+        .alias(S.DUR_NS),
         pl.col("nc").alias(S.DEVICE_COL),
         pl.col("core").alias(S.DEVICE_CORE),
         N.device_track(pl.col("nc"), pl.col("event_type").fill_null("event"),
                        pl.col("core")).alias(S.TRACK),
         N.execution_key(pl.col("nc"), pl.col("exec_id")).alias(S.EXECUTION),
-        pl.col("args").alias(S.ARGS),
+        pl.when(start & pl.col("_stop_args").is_not_null()).then(pl.concat_str(
+            pl.lit('{"start":'), pl.col(S.ARGS), pl.lit(',"stop":'), pl.col("_stop_args"),
+            pl.lit("}"))).otherwise(pl.col(S.ARGS)).alias(S.ARGS),
     )
 
 
