@@ -19,7 +19,7 @@ top-level fields are decoded once the array has been read (:func:`outer_fields`)
 
 Quirks that strict JSON refuses are repaired (:mod:`.jsonrepair`). A document in UTF-16
 or UTF-32 (with or without a byte-order mark) is read as UTF-8 (:func:`open_binary`); a
-gzip stream is decompressed in a thread, ahead of its reader (:func:`read_ahead`).
+gzip stream is decompressed in a thread, ahead of its reader (:meth:`ArrayStream._reading`).
 Everything is bounded: no element, and no text before or after the array, may be longer
 than :func:`token_limit` bytes (256 MiB unless ``NEURONTRACE_MAX_TOKEN_BYTES`` says
 otherwise), and every scan is linear in what it reads.
@@ -34,10 +34,9 @@ import os
 import re
 import sys
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
 
@@ -154,38 +153,6 @@ def open_binary(path: Path) -> BinaryIO:
     return _Transcoded(f, encoding)  # type: ignore[return-value]  # reads like a file
 
 
-class _ReadAhead:
-    """A gzip stream decompressed in a thread, a couple of blocks ahead of its reader.
-
-    zlib inflates without holding the GIL, so decompressing (about a tenth of the time
-    of reading a gzipped trace) overlaps decoding. Reads come back as the underlying
-    ``read(block)`` calls returned them, and an error is raised at the read where the
-    underlying stream raised it, after every block before it.
-    """
-
-    def __init__(self, f: BinaryIO, block: int) -> None:
-        self.fileobj = getattr(f, "fileobj", None)  # for progress, as GzipFile has
-        self._block = block
-        self._blocks = ahead(iter(partial(f.read, block), b""))
-
-    def read(self, n: int) -> bytes:
-        assert n == self._block, "reads are whole blocks"
-        return next(self._blocks, b"")
-
-
-@contextmanager
-def read_ahead(f: BinaryIO, block: int) -> Iterator[BinaryIO]:
-    """``f`` itself, or for a gzip stream a :class:`_ReadAhead` of it."""
-    if not isinstance(f, gzip.GzipFile):
-        yield f
-        return
-    stream = _ReadAhead(f, block)
-    try:
-        yield stream  # type: ignore[misc]  # reads like the stream it wraps
-    finally:
-        stream._blocks.close()  # stops the thread
-
-
 def read_head(path: Path, n: int = 4096) -> bytes:
     try:
         with open_binary(path) as f:
@@ -202,32 +169,21 @@ def text_head(path: Path, n: int = 4096) -> bytes:
     of space; b"" when the file cannot be read."""
     limit = token_limit()
     out = b""
-    phase = 0  # 0: before the first token; 1: after an opening bracket; 2: past both
     skipped = 0
     try:
         with open_binary(path) as f:
-            while len(out) < n:
-                block = f.read(1 << 16)
-                if not block:
-                    break
-                if not out and not skipped:
-                    block = block.removeprefix(BOM)
-                while phase < 2 and block:
-                    stripped = block.lstrip(WS)
-                    skipped += len(block) - len(stripped)
-                    block = stripped
-                    if not block:
-                        break
-                    if phase == 0 and block[:1] in (b"{", b"["):
-                        out, block, phase = block[:1], block[1:], 1
-                    else:
-                        phase = 2
-                if skipped > limit:
-                    break
-                out += block
+            while len(out) < n and skipped <= limit and (block := f.read(1 << 16)):
+                text = out + (block.removeprefix(BOM) if not out and not skipped else block)
+                out = _LEADING_SPACE.sub(rb"\1", text, count=1)
+                skipped += len(text) - len(out)
     except (OSError, EOFError, zlib.error):
         return b""
     return out[:n]
+
+
+#: The space before a document's first token, and after it when it opens an object or
+#: an array.
+_LEADING_SPACE = re.compile(rb"\A[ \t\r\n]*+([{[]?+)[ \t\r\n]*+")
 
 
 # -- where elements end, without decoding them -------------------------------------------
@@ -397,15 +353,27 @@ class ArrayStream:
         self._pos = 0  # offset of the next byte read (plain files)
         self._eof = False
         self._file: BinaryIO | None = None
+        self._blocks: Iterator[bytes] = iter(())
 
     # -- reading ---------------------------------------------------------------------
-    def _read(self, f: BinaryIO) -> bytes:
-        n = self.block if self.stop is None else min(self.block, self.stop - self._pos)
-        if n <= 0:
-            self._eof = True
-            return b""
+    def _reading(self, f: BinaryIO) -> Generator[bytes, None, None]:
+        """Read ``f`` from the span's start (close what this returns when done), a block
+        at a time up to its stop. A gzip stream is decompressed in a thread, a couple of
+        blocks ahead: zlib inflates without holding the GIL, so decompressing (about a
+        tenth of the time of reading a gzipped trace) overlaps decoding; an error comes
+        at the read where the stream raised it, after every block before it."""
+        if self.start is not None:
+            f.seek(self.start)
+            self._pos = self.start
+        self._file = f
+        reads = iter(lambda: f.read(self.block if self.stop is None
+                                    else max(0, min(self.block, self.stop - self._pos))), b"")
+        self._blocks = ahead(reads) if isinstance(f, gzip.GzipFile) else (b for b in reads)
+        return self._blocks
+
+    def _read(self) -> bytes:
         try:
-            b = f.read(n)
+            b = next(self._blocks, b"")
         except (EOFError, zlib.error, gzip.BadGzipFile) as e:
             raise BadInput(
                 f"{self.path}: compressed stream is truncated or corrupt after byte "
@@ -417,7 +385,7 @@ class ArrayStream:
             self._eof = True
         return b
 
-    def _more(self, f: BinaryIO, buf: bytes, what: str, at: int) -> bytes:
+    def _more(self, buf: bytes, what: str, at: int) -> bytes:
         """``buf`` and as much again read after it (at least a block): buffers grow
         geometrically, so growing one to any size copies it a bounded number of times.
         Refuses a buffer already past the limit (``what`` at byte ``at`` names it)."""
@@ -427,12 +395,12 @@ class ArrayStream:
         got = 0
         want = min(max(self.block, len(buf)), self.limit + 1 - len(buf))
         while got < want and not self._eof:
-            more = self._read(f)
+            more = self._read()
             parts.append(more)
             got += len(more)
         return b"".join(parts)
 
-    def _find_start(self, f: BinaryIO) -> tuple[bytes, bytes, int]:
+    def _find_start(self) -> tuple[bytes, bytes, int]:
         """Return (text before the array from the document's first token, the rest of
         what was read after the array's '[', offset of that rest).
 
@@ -452,7 +420,7 @@ class ArrayStream:
                     f'{self.path}: no "{self.key.decode()}" array in the first '
                     f"{self.limit:,} bytes (set {TOKEN_LIMIT_ENV} to look further)"
                 )
-            buf = self._more(f, buf, "the text before the array", 0) if not self._eof \
+            buf = self._more(buf, "the text before the array", 0) if not self._eof \
                 else buf
             if first < 0:
                 m = NOT_WS.search(buf, len(BOM) if buf.startswith(BOM) else 0)
@@ -485,7 +453,7 @@ class ArrayStream:
                 while p >= 0 and (end < 0 or p < end):
                     i = p - at
                     if before[i] == 1 and outside[i]:  # a string at the top level
-                        bracket = self._after_key(f, buf, p + len(key))
+                        bracket = self._after_key(buf, p + len(key))
                         buf = bracket[1]
                         if bracket[0] >= 0:
                             j = bracket[0]
@@ -503,7 +471,7 @@ class ArrayStream:
                     f"array (the file ends at byte {len(buf)}, inside the top-level object)"
                 )
 
-    def _after_key(self, f: BinaryIO, buf: bytes, j: int) -> tuple[int, bytes]:
+    def _after_key(self, buf: bytes, j: int) -> tuple[int, bytes]:
         """After a top-level string ending at ``j``: (offset of the '[' of its value
         when it is a key whose value is an array, else -1; the buffer, read further
         as needed). A key whose value is not an array is refused."""
@@ -511,7 +479,7 @@ class ArrayStream:
         while m is None:
             if self._eof:
                 raise BadInput(f"{self.path}: truncated: the file ends at byte {len(buf)}")
-            buf = self._more(f, buf, "the text before the array", 0)
+            buf = self._more(buf, "the text before the array", 0)
             m = _AFTER_KEY.match(buf, j)
         if not m.group(1):
             return -1, buf  # a string value, not a key
@@ -531,29 +499,27 @@ class ArrayStream:
         the caller's lenient path; with ``lenient``, so does a chunk whose text is valid
         JSON but that ``decode`` refuses otherwise (a string that is not valid UTF-8).
         """
-        with open_binary(self.path) as raw, read_ahead(raw, self.block) as f:
-            self._file = f
+        with open_binary(self.path) as f, closing(self._reading(f)):
             if self.start is None:
-                head, buf, offset = self._find_start(f)
+                head, buf, offset = self._find_start()
                 self.head = head
             else:
-                f.seek(self.start)
-                self._pos = offset = self.start
-                head, buf = b"", self._read(f)
+                offset = self.start
+                head, buf = b"", self._read()
             while True:
                 if self.stop is not None and self._eof and not buf.strip(WS):
                     return  # the span ends here, after a whole element and its comma
                 if peek(buf) == b"]":  # empty array, or closed right here
-                    end, closing = 0, True
+                    end, closes = 0, True
                 else:
-                    buf, result, (end, closing) = self._chunk(f, buf, offset, decode, lenient)
+                    buf, result, (end, closes) = self._chunk(buf, offset, decode, lenient)
                     yield result
-                    if closing and self.stop is not None:
+                    if closes and self.stop is not None:
                         raise Misaligned(self.stop)  # the array closed before the stop
                 rest = buf[end:].lstrip(WS)
-                if closing:
+                if closes:
                     at = offset + len(buf) - len(rest)
-                    tail = self._rest(f, rest, at)
+                    tail = self._rest(rest, at)
                     if self.start is not None:  # the head is another span's: leave the tail
                         self.tail = (tail, at)
                     else:
@@ -565,9 +531,9 @@ class ArrayStream:
                 offset += len(buf) - len(rest)
                 buf = rest
                 if not self._eof and len(buf) < self.block:
-                    buf += self._read(f)
+                    buf += self._read()
 
-    def _chunk(self, f: BinaryIO, buf: bytes, offset: int, decode: Callable[[bytes], T],
+    def _chunk(self, buf: bytes, offset: int, decode: Callable[[bytes], T],
                lenient: bool) -> tuple[bytes, Decoded[T], tuple[int, bool]]:
         """The next chunk of whole elements from the start of ``buf`` (read further as
         needed): (the buffer, the chunk decoded, (where it ends, whether the array
@@ -577,7 +543,7 @@ class ArrayStream:
         boundary the lexer finds."""
         cut = next_cut(buf)
         while cut is None and not self._eof:
-            buf = self._more(f, buf, *self._element(buf, offset))
+            buf = self._more(buf, *self._element(buf, offset))
             cut = next_cut(buf)
         if cut is not None:
             try:
@@ -585,7 +551,7 @@ class ArrayStream:
                                          lenient=lenient, quick=True), cut
             except _Unsure:
                 pass
-        buf, cut = self._exact_cut(f, buf, offset)
+        buf, cut = self._exact_cut(buf, offset)
         return buf, decode_chunk(self.path, decode, memoryview(buf)[:cut[0]], offset,
                                  lenient=lenient), cut
 
@@ -597,7 +563,7 @@ class ArrayStream:
             return f"space in the {self.key.decode()} array", offset
         return f"an element of the {self.key.decode()} array", offset + m.start()
 
-    def _exact_cut(self, f: BinaryIO, buf: bytes, offset: int
+    def _exact_cut(self, buf: bytes, offset: int
                    ) -> tuple[bytes, tuple[int, bool]]:
         """The last element boundary in ``buf`` (a comma between elements, or the
         array's closing bracket), by lexing it; reads further while there is none."""
@@ -618,7 +584,7 @@ class ArrayStream:
                 return buf, (comma, False)
             if self._eof:
                 break
-            buf = self._more(f, buf, *self._element(buf, offset))
+            buf = self._more(buf, *self._element(buf, offset))
         if self.stop is not None:
             raise Misaligned(self.stop)
         raise BadInput(
@@ -627,12 +593,12 @@ class ArrayStream:
             f"events after byte {offset})"
         )
 
-    def _rest(self, f: BinaryIO, rest: bytes, at: int) -> bytes:
+    def _rest(self, rest: bytes, at: int) -> bytes:
         """``rest`` and everything after it in the file (the text after the array, at
         byte ``at``), at most :func:`token_limit` bytes of it."""
         what = f"the text after the {self.key.decode()} array"
         while not self._eof:
-            rest = self._more(f, rest, what, at)
+            rest = self._more(rest, what, at)
         if len(rest) > self.limit:
             raise too_long(self.path, what, at, self.limit)
         return rest
@@ -797,5 +763,6 @@ def array_start(path: Path, key: bytes) -> int:
             raise BadInput(f"{path}: not UTF-8")
         f.seek(0)
         stream = ArrayStream(path, key, block=1 << 16)
-        _, _, offset = stream._find_start(f)
+        with closing(stream._reading(f)):
+            _, _, offset = stream._find_start()
     return offset
