@@ -231,13 +231,13 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
         diag.warn(
             "sub_ns_time", f"{path}: {len(rounded)} ts value(s) rounded to 1 ns", len(rounded)
         )
-    # Only spans have durations; the others' (usually absent) dur reads as zero.
+    # Only spans have durations; the others' dur (usually absent, whatever the file
+    # says) reads as zero: a null is a span's.
     durs = list(map(_DUR, rows))
     if "X" not in phases or len(set(phases)) > 1:
         durs = [d if ph == "X" else _ZERO for d, ph in zip(durs, phases, strict=True)]
     dur, rounded = microseconds_to_ns(durs)
-    spans = pc.equal(kind, S.SPAN)
-    _flag(pc.and_(spans, pc.is_null(dur)), diag, "missing_dur", lambda i: (
+    _flag(pc.is_null(dur), diag, "missing_dur", lambda i: (
         f"{path}: event {where(i)} {names[i]!r} (ph X) has no usable dur; duration 0"))
     dur = pc.fill_null(dur, 0)
     negative = pc.less(dur, 0)
@@ -245,8 +245,6 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
             f"{path}: event {where(i)} {names[i]!r} has dur "
             f"{bytes(rows[i].dur).decode(errors='replace')}; duration set to 0")):
         dur = pc.if_else(negative, 0, dur)
-    # Instants and counters have no duration, whatever the file says.
-    dur = pc.if_else(spans, dur, 0)
     dur = _within_range(start, dur, names, where, path, diag)
 
     args, links = _args(list(map(_ARGS, rows)), where, path, diag)
