@@ -94,11 +94,7 @@ def read(src: Source, diag: Diagnostics, progress: Progress | None,
     ev = src.read(diag, progress)
     spills = [temporary(workdir)]
     flows = FrameSpiller(workdir, suffix=".flows.arrow")
-    try:
-        narrow = spill_all(ev.batches, spills[0], flows=flows)
-    except BaseException:
-        flows.discard()
-        raise
+    narrow = spill_all(ev.batches, spills[0], flows=flows)
     return Spilled(ev, spills, narrow, flows.finish())
 
 

@@ -104,7 +104,6 @@ def read_chunk(job: Job, progress: Progress | None = None, here: bool = False) -
     try:
         narrow = spill_all(part.batches, job.spill, limit, budget, flows)
     except BaseException as e:
-        flows.discard()
         # read whole again, unless over the spill's limit (a whole read would meet it too)
         if isinstance(e, (ChunkUnreadable, BadInput)) and not isinstance(e, SpillLimit):
             return Result(job.index, None, failed=str(e))

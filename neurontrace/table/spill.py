@@ -398,8 +398,8 @@ def spill_all(batches: Iterable[Batch], path: Path, limit: int | None = None,
               budget: Budget | None = None, flows: FrameSpiller | None = None
               ) -> SpilledFrames:
     """Spill every batch of rows to ``path``; their narrow columns. The reader's flow
-    events (:class:`~neurontrace.readers.base.Flows`) go to ``flows`` (which the caller
-    finishes or discards). On failure nothing is left of the rows' files.
+    events (:class:`~neurontrace.readers.base.Flows`) go to ``flows``, which the caller
+    finishes. On failure nothing is left of the rows' files, nor of ``flows``.
     ``budget``: shared with other temporary files of the same read (default: its own)."""
     spill = Spill(path, limit, budget)
     try:
@@ -412,7 +412,11 @@ def spill_all(batches: Iterable[Batch], path: Path, limit: int | None = None,
                 spill.add(batch)
         return spill.finish()
     except BaseException:
-        spill.discard()
+        try:
+            spill.discard()
+        finally:
+            if flows is not None:
+                flows.discard()
         raise
 
 
