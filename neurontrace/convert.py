@@ -131,20 +131,11 @@ class Job:
     scratch: str | None = None
 
 
-@dataclass
-class JobOutput:
-    """A job's output: its path on the destination's filesystem, what it holds, and the
-    warnings of its conversion (for a kept file, the counts its metadata recorded)."""
-
-    path: str
-    rows: int
-    kept: bool
-    diagnostics: Diagnostics
-
-
-def convert_one(job: Job, progress: Progress | None = None) -> JobOutput:
+def convert_one(job: Job, progress: Progress | None = None) -> Converted:
     """Run one job: keep an existing output converted from the same bytes with the same
-    options (unless ``force``), else convert, hashing the input alongside."""
+    options (unless ``force``), else convert, hashing the input alongside. What it wrote
+    (the output's path on the destination's filesystem) or kept (with the warning counts
+    its metadata recorded)."""
     src = job.source
     want: dict[str, Any] = {"format": src.format, "options": {"rank": job.rank}}
     digest: Callable[[], str]
@@ -173,10 +164,10 @@ def convert_one(job: Job, progress: Progress | None = None) -> JobOutput:
             built.close()
         if local is None:
             job.out.publish(staged, target)
-    return JobOutput(target, built.num_rows, False, diag)
+    return Converted([Path(target)], built.num_rows, converted=[Path(target)], diagnostics=diag)
 
 
-def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> JobOutput:
+def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> Converted:
     fs = job.out.fs
     rows = pq.read_metadata(found, filesystem=fs).num_rows
     counts = Counter(json.loads(meta.get(S.META_WARNINGS, b"{}")))
@@ -192,7 +183,7 @@ def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> JobOutput:
         except OSError:
             shutil.copy2(found, target)
         path = str(target)
-    return JobOutput(path, rows, True, Diagnostics(counts))
+    return Converted([Path(path)], rows, kept=[Path(path)], diagnostics=Diagnostics(counts))
 
 
 def convert(
@@ -350,14 +341,14 @@ def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: in
     total = sum(_size(s.path) for s in sources)
     finished = 0
 
-    def done(d: JobOutput) -> None:
+    def done(d: Converted) -> None:
         nonlocal finished
         _record(result, d)
         finished += 1
         if progress is not None:
             progress(total * finished // len(jobs), total)
 
-    fn: Callable[[Job], JobOutput] = convert_one
+    fn: Callable[[Job], Converted] = convert_one
     if isinstance(run, Serial) and progress is not None:
         fn = partial(convert_one, progress=progress)
     run.run(fn, jobs, done)
@@ -389,10 +380,12 @@ def shared_ranks(result: Converted) -> None:
                 "(report FILE) or side by side (compare A B), never added up")
 
 
-def _record(out: Converted, d: JobOutput) -> None:
-    out.outputs.append(Path(d.path))
+def _record(out: Converted, d: Converted) -> None:
+    """Add a job's outputs (:func:`convert_one`) to the run's."""
+    out.outputs += d.outputs
     out.rows += d.rows
-    (out.kept if d.kept else out.converted).append(Path(d.path))
+    out.converted += d.converted
+    out.kept += d.kept
     out.diagnostics.merge(d.diagnostics)
 
 
