@@ -374,6 +374,7 @@ class _Sweep:
         return pl.concat([mine, theirs.join(mine, on=S.ROW, how="anti")])
 
 
+# -- the derived columns, read back --------------------------------------------------
 class Ranges:
     """The derived columns, read back a range of rows at a time, in row order.
 
