@@ -37,7 +37,7 @@ def _sources_of(path: Path, fmt: str | None, cache: Path) -> tuple[list[Source],
 
 
 def inputs_of(srcs: Sequence[PathLike], fmt: str | None, cache: Path,
-              diag: Diagnostics | None = None) -> tuple[list[Source], list[Path], bool]:
+              diag: Diagnostics) -> tuple[list[Source], list[Path], bool]:
     """Expand inputs into sources: (sources, skipped files, whether they make a dataset).
 
     A folder that a reader claims as a whole (a Neuron Explorer output, a run folder)
@@ -50,7 +50,6 @@ def inputs_of(srcs: Sequence[PathLike], fmt: str | None, cache: Path,
     permission), that is neither a regular file nor a folder, or a folder already
     walked (a symlink back up the tree) is skipped with a warning in ``diag``.
     """
-    diag = diag if diag is not None else Diagnostics()
     found: list[Source] = []
     skipped: list[Path] = []
     given: dict[tuple[int, int], tuple[Path, os.stat_result]] = {}  # the first spelling
