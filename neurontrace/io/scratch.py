@@ -142,7 +142,7 @@ def cache_folder(parent: Path | None, run: Path) -> Iterator[Path]:
     it must be this user's, not a symlink, and closed to others. Where that cannot be
     had (someone else made it first), a folder inside the run folder ``run`` is used
     instead, which lasts only for the run. A cached conversion is reused only when the
-    content hash it records is the input's (see :mod:`neurontrace.readers.neuron_raw`).
+    content hashes its name carries are the input's (see :mod:`neurontrace.readers.neuron.raw`).
     """
     where = Path(tempfile.gettempdir()) if parent is None else parent
     try:
