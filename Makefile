@@ -7,9 +7,14 @@ PIP_LOCAL := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
 .PHONY: test demo lint bench fuzz clean
 
-$(VENV)/.installed: pyproject.toml
+# What the main job needs (the package and torch, for capture), then the test extras on top.
+$(VENV)/.main: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(PIP_LOCAL) "torch==2.13.0" -e ".[capture]"
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.main
 	$(PY) -m pip install -q $(PIP_LOCAL) "torch==2.13.0" -e ".[test]"
 	touch $@
 
@@ -21,7 +26,7 @@ test: lint
 	NEURONTRACE_CORPUS=$${NEURONTRACE_CORPUS:-$(abspath ../shared/corpus/kineto)} \
 	  $(PY) -m pytest
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.main
 	$(VENV)/bin/neurontrace capture --out runs/demo
 
 bench: $(VENV)/.installed

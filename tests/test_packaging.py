@@ -4,9 +4,8 @@ missing: ``neurontrace.analyses.advice`` was, so ``advise`` failed from a wheel.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
