@@ -20,3 +20,12 @@ def test_every_package_of_the_tree_is_in_the_wheel() -> None:
     found.add("neurontrace.cli")
     assert found - listed == set()
     assert listed - found == set()
+
+
+def test_ruff_and_mypy_check_against_the_oldest_python_the_package_accepts() -> None:
+    """The floor of ``requires-python`` is what lint checks: 3.10 was claimed while the
+    JSON lexer's possessive regexes need 3.11, and nothing noticed."""
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    major, minor = conf["project"]["requires-python"].removeprefix(">=").split(".")
+    assert conf["tool"]["ruff"]["target-version"] == f"py{major}{minor}"
+    assert conf["tool"]["mypy"]["python_version"] == f"{major}.{minor}"
