@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 from neurontrace import analyses as A
 from neurontrace import schema as S
+from neurontrace.analyses.gaps import inputs
 from neurontrace.analyses.launches import launch_summary, outliers
 from neurontrace.cli.main import cli
 
@@ -235,6 +236,8 @@ def test_without_a_correlation_the_launch_is_the_last_call_sharing_a_flow_before
     (got,) = A.launches(lf).to_dicts()
     assert (got["call"], got["call_start_ns"], got["via"]) == ("nrt_execute", 20, "flow")
     assert (got["device_start_ns"], got["device_ns"], got["launch_delay_ns"]) == (40, 26, 20)
+    # gaps times launch latency from the same call (not the earliest sharing the flow)
+    assert inputs(lf).work.get_column("launch").to_list() == [20, 20]
 
 
 def test_a_correlation_pairs_before_a_flow() -> None:
@@ -285,29 +288,9 @@ def test_launches_fit_80_columns() -> None:
     assert max(map(len, done.stdout.splitlines())) <= 80
 
 
-def test_gaps_time_launch_latency_from_the_call_that_launches_pairs() -> None:
-    """gaps and launches agree on which call launched the work: not the earliest call
-    sharing its flow (a tensor write, another model's execute), the last one before."""
-    from neurontrace.analyses.gaps import inputs
-
-    lf = table(
-        op("aten::add", 0, 100),
-        rt("nrt_tensor_write", 10, 5, flow_ids=["neuron:f2"]),
-        rt("nrt_execute", 20, 30, flow_ids=["neuron:f2"], model_id=7),
-        rt("nrt_execute", 45, 5, flow_ids=["neuron:f2"], model_id=8),  # another model
-        rt("nrt_execute", 70, 5, flow_ids=["neuron:f2"]),  # after the work started
-        dev("nc_exec_running", 40, 20, category="neuron_hw", flow_ids=["neuron:f2"],
-            model_id=7, execution="nc0:exec2"),
-    )
-    (launch,) = A.launches(lf).get_column("call_start_ns")
-    assert inputs(lf).work.get_column("launch").to_list() == [launch] == [20]
-
-
 @pytest.mark.parametrize("path", [FIXTURES / "neuron" / "explorer_rmsnorm_vnc_0",
                                   *CUDA_TRACES], ids=lambda p: p.parent.name + "/" + p.name)
 def test_gaps_and_launches_pair_each_piece_of_work_with_the_same_call(path: Path) -> None:
-    from neurontrace.analyses.gaps import inputs
-
     lf = A.events(path)
     paired = dict(A.launches(lf).select("device_start_ns", "call_start_ns").iter_rows())
     work = inputs(lf).work.filter(pl.col("start").is_in(list(paired)))
