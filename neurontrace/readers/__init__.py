@@ -13,15 +13,11 @@ from neurontrace.readers.base import Events, Reader
 from neurontrace.readers.exported import ExportReader
 from neurontrace.readers.jsonstream import read_head
 from neurontrace.readers.kineto import KinetoReader
+from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
 from neurontrace.readers.neuron.explorer import ExplorerReader
-from neurontrace.readers.neuron.json import (
-    DeviceJsonReader,
-    LiveFetchReader,
-    SummaryJsonReader,
-    SystemJsonReader,
-)
 from neurontrace.readers.neuron.raw import RawReader
 from neurontrace.readers.neuron.run import RunReader
+from neurontrace.readers.neuron.system_json import LiveFetchReader, SystemJsonReader
 
 READERS: dict[str, Reader] = {
     "neurontrace-export": ExportReader(),  # before kineto: it is Kineto-shaped

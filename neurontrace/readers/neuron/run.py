@@ -49,14 +49,10 @@ from neurontrace.readers.base import (
 )
 from neurontrace.readers.jsonstream import read_head
 from neurontrace.readers.kineto import KinetoReader
+from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
 from neurontrace.readers.neuron.explorer import ExplorerReader, bound_folders, is_explorer_folder
-from neurontrace.readers.neuron.json import (
-    DeviceJsonReader,
-    LiveFetchReader,
-    SummaryJsonReader,
-    SystemJsonReader,
-)
 from neurontrace.readers.neuron.raw import SYSTEM_TRACE, explorer_output, pair_neff, view_args
+from neurontrace.readers.neuron.system_json import LiveFetchReader, SystemJsonReader
 
 PROCESS_DIR = re.compile(r"^(?P<instance>.+)_pid_(?P<pid>\d+)$")
 #: Framework trace names, most preferred first.
