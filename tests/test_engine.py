@@ -9,7 +9,7 @@ import pytest
 
 import neurontrace
 from neurontrace import schema as S
-from neurontrace.table import spill, sweep
+from neurontrace.table import derived, spill, sweep
 
 from support import FIXTURES
 
@@ -59,5 +59,5 @@ def test_one_bucket_and_many_give_the_same_derived_columns(
     monkeypatch.setenv(spill.MEMORY_ROWS, "1")
     monkeypatch.setenv(sweep.BUCKET_ROWS, "2")
     many = neurontrace.load(CUDA)
-    for name in sweep.DERIVED:
+    for name in derived.DERIVED:
         assert many.column(name).equals(one.column(name)), name

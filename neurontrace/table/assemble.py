@@ -26,8 +26,9 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, Source
 from neurontrace.table import chunks
 from neurontrace.table.chunks import Spilled
+from neurontrace.table.derived import Ranges
 from neurontrace.table.spill import FrameSpiller, frame, read_batches, spill_all, temporary
-from neurontrace.table.sweep import Ranges, derive
+from neurontrace.table.sweep import derive
 
 #: Columns a reader may give for some rows, which the derivations complete.
 _COMPLETED = (S.TRACK, S.FLOW_IDS)

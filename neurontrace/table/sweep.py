@@ -11,7 +11,7 @@ files, and memory follows the size of a bucket, not of the trace::
                    --split---> buckets: the rows that start in each bucket
     bucket 0, 1, 2, ...    --sweep---> row ranges: lane, parent, depth, self_ns, step
                                        + flow bindings, runtime/device rows to link
-    row ranges     --write---> the derived columns a batch at a time (:class:`Ranges`)
+    row ranges     --write---> the derived columns a batch at a time (:mod:`.derived`)
 
 What the passes keep between them is kept by key (:class:`~neurontrace.table.spill.Parts`),
 in files, or in memory for one bucket.
@@ -46,11 +46,19 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import Events
+from neurontrace.table.derived import Ranges
+from neurontrace.table.flows import (
+    flow_id_lists,
+    flow_pairs,
+    last_per_thread,
+    warn_unbound,
+    with_flows,
+)
 from neurontrace.table.linking import COLUMNS, Linker
 from neurontrace.table.nesting import at_positions, depths, in_order, nearest, parents_in_order
 from neurontrace.table.spill import Parts, SpilledFrames, complete, memory_rows, rows_setting
 
-__all__ = ["BUCKET_ROWS", "DERIVED", "Ranges", "bucket_rows", "derive", "lane_keys", "lane_names",
+__all__ = ["BUCKET_ROWS", "bucket_rows", "derive", "lane_keys", "lane_names",
            "step_spans", "steps"]
 
 #: Rows per bucket (and per row range) of a trace past :func:`memory_rows`, unless
@@ -69,10 +77,6 @@ _NO_STEPS = pl.DataFrame(schema={S.ROW: _I64, S.STEP: _I64})
 _CARRIED = {"row": _I64, "lane": _I64, "start": _I64, "dur": _I64, S.STEP: pl.Int32,
             "fw": pl.Boolean, S.EXTERNAL_ID: _I64, "covered": _I64, "old": pl.Boolean}
 
-#: The output columns derived by the sweep, in schema order (the others are the
-#: reader's, or ``row`` and ``rank``, made when writing).
-DERIVED = tuple(c.name for c in S.COLUMNS if c.name in (
-    S.TRACK, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK, S.STEP))
 
 
 def bucket_rows() -> int:
@@ -374,161 +378,6 @@ class _Sweep:
         return pl.concat([mine, theirs.join(mine, on=S.ROW, how="anti")])
 
 
-# -- the derived columns, read back --------------------------------------------------
-class Ranges:
-    """The derived columns, read back a range of rows at a time, in row order.
-
-    ``files``: the sweep's frames by row range (lane, nesting and step; flow ids; links),
-    ranges of ``size`` rows, ``height`` rows in all; ``names`` the track of each lane;
-    ``launch_steps`` (row, step) the step of each op that launched device work.
-    """
-
-    def __init__(self, files: tuple[Parts, Parts, Parts], height: int, size: int,
-                 names: pl.Series, launch_steps: pl.DataFrame) -> None:
-        self.folder = files[0].folder
-        self.files = files
-        self.height = height
-        self.size = size
-        self.names = names
-        self.launch_steps = launch_steps.select(
-            pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.STEP).cast(pl.Int32).alias("_op_step"))
-        self._cached: tuple[int, pl.DataFrame] | None = None
-
-    def _range(self, k: int) -> pl.DataFrame:
-        if self._cached is not None and self._cached[0] == k:
-            return self._cached[1]
-        ranges, fids, linked = self.files
-        base = ranges.read(k)
-        assert base is not None
-        base = base.sort(S.ROW)
-        want = min(self.size, self.height - k * self.size)
-        assert base.height == want, f"range {k}: {base.height} rows, not {want}"
-        base = with_flows(base, fids.read(k))
-        links = linked.read(k)
-        if self.folder is None:  # held in memory and read once, in order: let them go
-            for parts in self.files:
-                parts.remove(k)
-        if links is None:  # no row of the range to link (a join would copy the range)
-            base = base.with_columns(pl.lit(None, _I64).alias(S.FRAMEWORK_ROW),
-                                     pl.lit(None, pl.String).alias(S.LINK))
-            step = pl.col(S.STEP)
-        else:
-            base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
-                self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
-            launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
-            step = pl.when(launched).then("_op_step").otherwise(S.STEP)
-        frame = base.select(
-            self.names.gather(base.get_column("lane")).alias(S.TRACK), S.SELF_NS, S.PARENT,
-            S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
-            step.cast(pl.Int32).alias(S.STEP)).select(DERIVED)
-        self._cached = (k, frame)
-        return frame
-
-    def slice(self, offset: int, length: int) -> pl.DataFrame:
-        end = min(offset + length, self.height)
-        parts = []
-        for k in range(offset // self.size, -(-end // self.size)):
-            lo = max(offset, k * self.size) - k * self.size
-            hi = min(end, (k + 1) * self.size) - k * self.size
-            parts.append(self._range(k).slice(lo, hi - lo))
-        if parts:
-            return pl.concat(parts)
-        # no rows: the columns as the schema types them (the writer casts them anyway)
-        return pl.DataFrame(S.SCHEMA.empty_table()).select(DERIVED)
-
-    def close(self) -> None:
-        self._cached = None
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def with_flows(df: pl.DataFrame, computed: pl.DataFrame | None) -> pl.DataFrame:
-    """``flow_ids`` of ``df``'s rows: the reader's where it gives them, else the computed
-    (``row, flow_ids``; None: none)."""
-    if computed is None:  # none computed: no join (it would copy ``df``)
-        if S.FLOW_IDS in df.columns:
-            return df
-        return df.with_columns(pl.lit(None, pl.List(pl.String)).alias(S.FLOW_IDS))
-    df = df.join(computed.select(S.ROW, _fids=S.FLOW_IDS), on=S.ROW, how="left",
-                 maintain_order="left")
-    given = pl.col(S.FLOW_IDS) if S.FLOW_IDS in df.columns else pl.lit(None, pl.List(pl.String))
-    return df.with_columns(pl.coalesce(given, "_fids").alias(S.FLOW_IDS)).drop("_fids")
-
-
-# -- flow events bound to spans --------------------------------------------------------
-# A flow event (``s``, ``t``, ``f``) names a thread and a time; it binds to the span on
-# that thread starting at that time (Kineto places it at its slice's start), else to the
-# innermost span open there.
-def flow_pairs(spans: pl.LazyFrame, fl: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """The span (``row``) each flow event of ``fl`` binds to, and how many bind to none.
-
-    ``spans`` (row, pid, tid, start_ns, dur_ns) must hold every span that starts at a
-    flow's time on its thread and, per thread, the last span starting before each flow.
-    """
-    # Exact start match first (Kineto places a flow at its slice's start), else the
-    # innermost span on that thread open at the flow's time. Only the spans that can
-    # match are taken out of the frame (semi joins: memory follows the flows, not rows).
-    at = fl.select(S.PID, S.TID, pl.col("ts_ns").alias(S.START_NS)).unique()
-    starting = spans.join(at.lazy(), on=[S.PID, S.TID, S.START_NS], how="semi").select(
-        S.ROW, S.PID, S.TID, ts_ns=S.START_NS
-    ).collect()
-    exact = fl.join(starting, on=[S.PID, S.TID, "ts_ns"], how="left").group_by(
-        ["flow_id", "phase", S.PID, S.TID, "ts_ns"], maintain_order=True
-    ).agg(pl.col(S.ROW).max())
-    unbound = exact.filter(pl.col(S.ROW).is_null()).drop(S.ROW)
-    bound = exact.filter(pl.col(S.ROW).is_not_null())
-    if unbound.height:
-        threads = unbound.select(S.PID, S.TID).unique().lazy()
-        on_threads = (
-            spans.join(threads, on=[S.PID, S.TID], how="semi")
-            .select(S.ROW, S.PID, S.TID, S.START_NS, end=pl.col(S.START_NS) + pl.col(S.DUR_NS))
-            .sort(S.START_NS)
-            .collect()
-        )
-        cand = (
-            unbound.sort("ts_ns")
-            .join_asof(
-                on_threads,
-                left_on="ts_ns",
-                right_on=S.START_NS,
-                by=[S.PID, S.TID],
-                strategy="backward",
-                check_sortedness=False,
-            )
-            .filter(pl.col("end") > pl.col("ts_ns"))
-            .select(bound.columns)
-        )
-        missed = unbound.height - cand.height
-        bound = pl.concat([bound, cand])
-    else:
-        missed = 0
-    return bound.select(S.ROW, "flow_id"), missed
-
-
-def flow_id_lists(pairs: pl.DataFrame) -> pl.DataFrame:
-    """``row, flow_ids, fw`` from ``row, flow_id, fw`` pairs: each row's distinct flow ids,
-    sorted, rows in order (``fw`` is the row's, the same in each of its pairs)."""
-    # sorted once, then grouped in order: a third of the time of a sort in every group
-    return pairs.unique([S.ROW, "flow_id"]).sort(S.ROW, "flow_id").group_by(
-        S.ROW, maintain_order=True).agg(pl.col("flow_id").alias(S.FLOW_IDS), pl.col("fw").first())
-
-
-def last_per_thread(spans: pl.LazyFrame) -> pl.DataFrame:
-    """The spans starting last on each thread (all of them where several tie)."""
-    latest = pl.col(S.START_NS) == pl.col(S.START_NS).max().over(S.PID, S.TID)
-    return spans.filter(latest).collect()
-
-
-def warn_unbound(diag: Diagnostics, missed: int) -> None:
-    if missed:
-        diag.warn(
-            "unbound_flow",
-            f"{missed} flow event(s) fall in no span on their thread; their link is "
-            "kept only where the other end binds",
-            missed,
-        )
-
-
 # -- the derivations of a bucket -----------------------------------------------------
 def lane_keys(df: pl.DataFrame) -> list[str]:
     """The columns whose values make a lane."""
@@ -581,8 +430,9 @@ def step_spans(df: pl.DataFrame) -> pl.DataFrame:
 
 def steps(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     """``step``: N of the ProfilerStep#N span whose time range holds the event's start
-    (device rows are then given their launching op's step, see :class:`Ranges`);
-    ``spans`` are the ProfilerStep spans (:func:`step_spans`)."""
+    (device rows are then given their launching op's step, see
+    :class:`~neurontrace.table.derived.Ranges`); ``spans`` are the ProfilerStep spans
+    (:func:`step_spans`)."""
     spans = spans.sort("s_start")
     if spans.height == 0:
         return df.select(S.ROW, pl.lit(None, _I64).alias(S.STEP))
