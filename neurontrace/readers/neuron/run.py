@@ -50,7 +50,8 @@ from neurontrace.readers.base import (
 from neurontrace.readers.jsonstream import read_head
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
-from neurontrace.readers.neuron.explorer import ExplorerReader, bound_folders, is_explorer_folder
+from neurontrace.readers.neuron.explorer import ExplorerReader
+from neurontrace.readers.neuron.explorer_folders import bound_folders, is_explorer_folder
 from neurontrace.readers.neuron.raw import SYSTEM_TRACE, explorer_output, pair_neff, view_args
 from neurontrace.readers.neuron.system_json import LiveFetchReader, SystemJsonReader
 

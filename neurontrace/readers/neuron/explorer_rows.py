@@ -1,0 +1,196 @@
+"""Explorer table rows as event columns: ``SystemProfileEvents`` (:func:`system_rows`),
+the device tables ``Instruction``, ``DmaPacket``, ``ActiveTime`` (:func:`device_rows`), the
+``ExecutionInfo`` windows the clock pairs with (:func:`executions`), and the expressions
+they share (:func:`duration`, :func:`execution`, :func:`json_int`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from neurontrace import schema as S
+from neurontrace.diagnostics import Diagnostics
+from neurontrace.errors import BadInput, shown
+from neurontrace.readers import neuron as N
+from neurontrace.readers.neuron.explorer_folders import SYSTEM
+
+LAYER_OF_SOURCE = {"framework": S.FRAMEWORK, "neuron_rt": S.RUNTIME, "neuron_hw": S.DEVICE}
+
+#: System-table columns read (the last four are kept in ``args`` too).
+_SYSTEM_KNOWN = {"name", "start_ts", "end_ts", "duration_ns", "trace_event_source",
+                 "instance_id", "process_id", "thread_id", "nc_idx", "flow_id",
+                 "framework_stream_id", "id", "pcore_idx", "worker_gid", "extra_attributes_json"}
+_DEVICE_USED = {"start_ts", "end_ts", "duration_ns", "nc_idx", "engine", "opcode",
+                "queue_name"}
+#: Device-table columns that may be missing, and are left out of ``args`` where null.
+_DEVICE_OPTIONAL = ("engine", "opcode", "queue_name", "transfer_bytes", "read_bytes",
+                    "write_bytes")
+#: Keys of ``extra_attributes_json`` read into columns (exec id, bytes, device time of a
+#: sync point); the device-time keys are unconfirmed on a real capture.
+_EXEC_KEYS = ("exec_id", "execution_id")
+_SIZE_KEYS = ("size", "bytes")
+MODEL_KEYS = ("model_id",)
+SYNC_DEVICE_KEYS = ("nc_timestamp_ns", "device_timestamp_ns", "device_ts")
+SYNC_HOST_KEYS = ("cpu_timestamp_ns",)
+
+
+def with_defaults(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+    missing = [c for c in cols if c not in df.columns]
+    return df.with_columns(pl.lit(None).alias(c) for c in missing) if missing else df
+
+
+def start_ns(df: pl.DataFrame, diag: Diagnostics, where: str) -> pl.Expr:
+    """``start_ts`` as int64; a row without one (null, or a value :func:`conform` could
+    not read) is placed at time 0, with a warning, as the other readers do."""
+    missing = df.get_column("start_ts").null_count()
+    if missing:
+        diag.warn("bad_ts", f"{where}: {missing} row(s) have no usable start_ts; placed at "
+                  "time 0", missing)
+    return pl.col("start_ts").cast(pl.Int64).fill_null(0)
+
+
+def duration() -> pl.Expr:
+    return pl.coalesce(
+        pl.col("duration_ns").cast(pl.Int64, strict=False),
+        pl.col("end_ts").cast(pl.Int64, strict=False) - pl.col("start_ts").cast(pl.Int64),
+    )
+
+
+def json_int(col: str, keys: tuple[str, ...]) -> pl.Expr:
+    c = pl.col(col).cast(pl.String)
+    return pl.coalesce(
+        [c.str.json_path_match(f"$.{k}").cast(pl.Int64, strict=False) for k in keys]
+    )
+
+
+def execution(df: pl.DataFrame) -> pl.Expr:
+    """The execution key: ``exec_id`` from the extra attributes (``nc0:exec7``); for an
+    ``nc_exec_running`` without one, its ``model_id`` and first flow id
+    (``nc0:model7:execf1``, shared by its LNC=2 rows): flow ids are per-model counters,
+    so two NEFFs can reuse one (Tilebench ``nki_timer.py`` keys by model and flow)."""
+    exec_id = json_int("extra_attributes_json", _EXEC_KEYS).cast(pl.String)
+    flow = pl.when(pl.col("name") == N.EXEC_EVENT).then(
+        flows(df).list.first().str.strip_prefix(N.FLOW_PREFIX))
+    nc = pl.col("nc_idx").cast(pl.Int64, strict=False)
+    return pl.coalesce(
+        N.execution_key(nc, exec_id),
+        N.execution_key(nc, flow, json_int("extra_attributes_json", MODEL_KEYS)),
+    )
+
+
+def flows(df: pl.DataFrame) -> pl.Expr:
+    """``flow_id`` as ``neuron:<id>`` strings, whether stored as a list or as text (ids
+    separated by commas, in brackets or not, each in quotes or not)."""
+    if "flow_id" not in df.columns:
+        return pl.lit(None, pl.List(pl.String))
+    dt = df.schema["flow_id"]
+    if isinstance(dt, pl.List):
+        lst = pl.col("flow_id").cast(pl.List(pl.String))
+    else:  # "1,2" or a JSON list, '["1", "2"]' or "[1, 2]": split, never parsed
+        lst = pl.col("flow_id").cast(pl.String).str.strip_chars().str.strip_chars("[]") \
+            .str.split(",")
+    flow = pl.element().str.strip_chars().str.strip_chars('"').str.strip_chars()
+    return lst.list.eval(
+        pl.when(flow != "").then(pl.lit(N.FLOW_PREFIX) + flow)
+    ).list.drop_nulls()
+
+
+def system_rows(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFrame:
+    if "name" not in df.columns or "start_ts" not in df.columns:
+        missing = "name" if "name" not in df.columns else "start_ts"
+        raise BadInput(f"{shown(folder)}/{SYSTEM}: no {missing} column")
+    extra = [c for c in df.columns if c not in _SYSTEM_KNOWN]
+    df = with_defaults(df, sorted(_SYSTEM_KNOWN))
+    src = pl.col("trace_event_source").cast(pl.String)
+    unknown = df.filter(src.is_not_null() & ~src.is_in(list(LAYER_OF_SOURCE)))
+    if unknown.height:
+        diag.warn("unknown_event_source",
+                  f"{shown(folder)}/{SYSTEM}: trace_event_source "
+                  f"{unknown.get_column('trace_event_source')[0]!r} is not framework, "
+                  "neuron_rt or neuron_hw; read as runtime", unknown.height)
+    hw_name = pl.col("name").is_in(list(N.HARDWARE_EVENTS))
+    layer = pl.coalesce(
+        src.replace_strict(LAYER_OF_SOURCE, default=None, return_dtype=pl.String),
+        pl.when(src.is_null() & hw_name).then(pl.lit(S.DEVICE)),
+        pl.lit(S.RUNTIME),
+    )
+    pid, pid_label = N.int_or_label(df.get_column("process_id"))
+    tid, tid_label = N.int_or_label(df.get_column("thread_id"))
+    nc = pl.col("nc_idx").cast(pl.Int64, strict=False)
+    out = df.with_columns(
+        layer.alias(S.LAYER),
+        src.alias(S.CATEGORY),
+        pl.col("name").cast(pl.String).fill_null("").alias(S.NAME),
+        pl.when(duration().is_not_null()).then(pl.lit(S.SPAN))
+        .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
+        start_ns(df, diag, f"{shown(folder)}/{SYSTEM}").alias(S.START_NS),
+        duration().fill_null(0).clip(0).alias(S.DUR_NS),
+        pid.alias(S.PID), tid.alias(S.TID),
+        pid_label.alias(S.PID_LABEL), tid_label.alias(S.TID_LABEL),
+        nc.alias(S.DEVICE_COL),
+        pl.col("framework_stream_id").cast(pl.Int64, strict=False).alias(S.STREAM),
+        json_int("extra_attributes_json", _SIZE_KEYS).alias(S.BYTES),
+        flows(df).alias(S.FLOW_IDS),
+        execution(df).alias(S.EXECUTION),
+        pl.col("instance_id").cast(pl.String).alias(S.INSTANCE_ID),
+        json_int("extra_attributes_json", MODEL_KEYS).alias(S.MODEL_ID),
+        # pcore_idx here is the physical core within the device (not 0/1 within nc_idx).
+        pl.col("pcore_idx").cast(pl.Int64, strict=False).alias(S.DEVICE_CORE),
+    )
+    out = out.with_columns(
+        pl.when(pl.col(S.LAYER) == S.DEVICE)
+        # pcore_idx here is the physical core within the device (not 0/1 within nc_idx).
+        .then(N.device_track(nc, pl.col(S.NAME), pl.col("pcore_idx"), "device core"))
+        .alias(S.TRACK),
+    )
+    args = N.args_json(df, ["id", "pcore_idx", "worker_gid", *extra, "extra_attributes_json"],
+                       raw_json="extra_attributes_json")
+    return out.with_columns(args)
+
+
+def device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
+    """One device table's frame (with ``_nc``, start_ns, dur_ns) as event columns."""
+    nc = pl.col("_nc")
+    pcore = pl.col("pcore_idx").cast(pl.Int64, strict=False)
+    df = with_defaults(df, list(_DEVICE_OPTIONAL))
+    eng = N.engine(pl.col("engine").cast(pl.String).fill_null("unknown"))
+    moved = pl.lit(None, pl.Int64)
+    if table == "Instruction":
+        name = pl.col("opcode").cast(pl.String).fill_null("instruction")
+        lane = eng
+    elif table == "DmaPacket":
+        name = pl.col("queue_name").cast(pl.String).fill_null("dma")
+        lane = pl.concat_str(pl.lit("dma / "), name)
+        moved = pl.coalesce(*(pl.col(c).cast(pl.Int64, strict=False) for c in
+                              ("transfer_bytes", "write_bytes", "read_bytes")))
+    else:  # ActiveTime: merged busy intervals of an engine
+        name = pl.concat_str(pl.lit("active "), eng)
+        lane = pl.concat_str(eng, pl.lit(" / active"))
+    used = {"_nc", S.START_NS, S.DUR_NS, *_DEVICE_USED}
+    present = [c for c in df.columns if c not in used
+               and not (c in _DEVICE_OPTIONAL and df.get_column(c).null_count() == df.height)]
+    rows = N.device_spans(df, table, name, nc, lane, S.START_NS, S.DUR_NS, pcore.alias(S.PCORE),
+                          moved.alias(S.BYTES), pcore=pcore)
+    return rows.with_columns(N.args_json(df, present))
+
+
+def executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.DataFrame | None:
+    """ExecutionInfo's device windows (``d_start``, ``d_end``) of NeuronCore ``nc`` (all
+    rows when None or no ``nc_idx``), in execution order; a row whose times are not
+    integers (:func:`neuron.int_value`) is left out. None without those columns."""
+    if not execinfo or not {"execution_start_ts", "execution_end_ts"} <= execinfo[0].keys():
+        return None
+    rows = [r for r in execinfo
+            if nc is None or "nc_idx" not in r or N.int_value(r["nc_idx"]) == nc]
+    order = "execution_index" if "execution_index" in execinfo[0] else "execution_start_ts"
+
+    def key(r: dict[str, Any]) -> tuple[bool, int]:
+        v = N.int_value(r.get(order))
+        return (v is not None, v or 0)
+
+    windows = [(N.int_value(r.get("execution_start_ts")), N.int_value(r.get("execution_end_ts")))
+               for r in sorted(rows, key=key)]
+    return pl.DataFrame([w for w in windows if None not in w], schema={
+        "d_start": pl.Int64, "d_end": pl.Int64}, orient="row")
