@@ -52,6 +52,7 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.analyses import intervals as I
 from neurontrace.analyses import vocab as V
+from neurontrace.analyses.launches import call_by_flow, call_of_correlation
 
 H2D_COPY, SYNC, LAUNCH, DISPATCH, UNKNOWN = (
     "h2d_copy", "sync", "launch_latency", "host_dispatch", "unknown",
@@ -147,39 +148,21 @@ def inputs(lf: pl.LazyFrame) -> Inputs:
 
 
 def _with_launch(work: pl.DataFrame, launchers: pl.DataFrame) -> pl.DataFrame:
-    """``work`` with ``launch``: the start of the runtime call that launched it, paired as
-    :mod:`.launches` pairs them:
-
-    1. the call of the work's ``correlation`` on its rank (of several, the first by
-       ``row``);
-    2. else, of the calls sharing a flow arrow with the work, the one that started last
-       at or before the work did (ties: the first by ``row``), within one ``model_id``
-       (a row of no model matches any).
-    """
-    by_corr = (
-        launchers.filter(pl.col(S.CORRELATION).is_not_null())
-        .sort(S.ROW)
-        .unique([S.RANK, S.CORRELATION], keep="first", maintain_order=True)
-        .select(S.RANK, S.CORRELATION, launch=S.START_NS)
-    )
-    work = work.join(by_corr, on=[S.RANK, S.CORRELATION], how="left")
+    """``work`` with ``launch``: the start of the runtime call that launched it, paired by
+    the rules of :mod:`.launches`: the call of the work's ``correlation``, else the last
+    call before it sharing a flow arrow (:func:`.launches.call_by_flow`)."""
+    calls = launchers.lazy().rename({S.START_NS: "call_start_ns"})
+    by_corr = call_of_correlation(calls).select(S.RANK, S.CORRELATION, launch="call_start_ns")
+    work = work.join(by_corr.collect(engine=I.ENGINE), on=[S.RANK, S.CORRELATION], how="left")
     unmatched = work.filter(pl.col("launch").is_null() & (pl.col(S.FLOW_IDS).list.len() > 0))
     if unmatched.height:
-        wanted = unmatched.select(S.ROW, S.RANK, S.MODEL_ID, "start", _fid=S.FLOW_IDS)
-        calls = launchers.filter(pl.col(S.FLOW_IDS).list.len() > 0).select(
-            S.RANK, _fid=S.FLOW_IDS, _call=S.ROW, _flow=S.START_NS, _model=S.MODEL_ID)
-        flows = (
-            wanted.explode("_fid")
-            .join(calls.explode("_fid"), on=[S.RANK, "_fid"])
-            .filter((pl.col("_flow") <= pl.col("start"))
-                    & (pl.col(S.MODEL_ID).is_null() | pl.col("_model").is_null()
-                       | (pl.col(S.MODEL_ID) == pl.col("_model"))))
-            .sort([S.ROW, "_flow", "_call"], descending=[False, True, False])
-            .unique(S.ROW, keep="first")
-            .select(S.ROW, "_flow")
-        )
+        wanted = unmatched.lazy().select(
+            S.RANK, S.MODEL_ID, _key=S.ROW, _flow=S.FLOW_IDS, device_start_ns="start",
+        ).explode("_flow")
+        flows = call_by_flow(wanted, calls).select(
+            pl.col("_key").alias(S.ROW), _by_flow="call_start_ns").collect(engine=I.ENGINE)
         work = work.join(flows, on=S.ROW, how="left").with_columns(
-            launch=pl.coalesce("launch", "_flow"))
+            launch=pl.coalesce("launch", "_by_flow"))
     return work.select(S.ROW, S.RANK, S.TRACK, S.DEVICE_COL, S.NAME, "start", "end", "launch")
 
 

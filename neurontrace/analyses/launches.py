@@ -106,12 +106,8 @@ def _calls(lf: pl.LazyFrame) -> pl.LazyFrame:
 def _by_correlation(work: pl.DataFrame, calls: pl.LazyFrame) -> pl.DataFrame:
     """``rank, _key`` of the work with the runtime call of its correlation (of several,
     the first by ``row``)."""
-    first = (
-        calls.filter(pl.col(S.CORRELATION).is_not_null())
-        .sort(S.ROW)
-        .unique([S.RANK, S.CORRELATION], keep="first", maintain_order=True)
-        .select(S.RANK, S.CORRELATION, "call", "call_start_ns", "call_ns")
-    )
+    first = call_of_correlation(calls).select(
+        S.RANK, S.CORRELATION, "call", "call_start_ns", "call_ns")
     return (
         work.lazy().filter(pl.col(S.CORRELATION).is_not_null())
         .select(S.RANK, "_key", S.CORRELATION)
@@ -138,13 +134,36 @@ def _by_flow(work: pl.DataFrame, calls: pl.LazyFrame, lf: pl.LazyFrame) -> pl.Da
         .explode("_flow")
         .join(keys.lazy(), on=[S.RANK, "_key"], how="inner")
     )
+    return (
+        call_by_flow(flows, calls)
+        .select(S.RANK, "_key", "call", "call_start_ns", "call_ns")
+        .collect(engine=I.ENGINE)
+    )
+
+
+def call_of_correlation(calls: pl.LazyFrame) -> pl.LazyFrame:
+    """Rule 1: the runtime call of each ``rank, correlation`` of ``calls`` (``row, rank,
+    correlation``, ...; of several, the first by ``row``)."""
+    return (
+        calls.filter(pl.col(S.CORRELATION).is_not_null())
+        .sort(S.ROW)
+        .unique([S.RANK, S.CORRELATION], keep="first", maintain_order=True)
+    )
+
+
+def call_by_flow(work: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
+    """Rule 2: for each ``rank, _key`` of ``work`` (a row per flow id ``_flow`` the work
+    carries, with its ``model_id`` and ``device_start_ns``), the call of ``calls`` (``row,
+    rank, flow_ids, model_id, call_start_ns``, ...) sharing one of its flows that started
+    last at or before it (ties: the first by ``row``), within one ``model_id`` (a row of
+    no model matches any): the work's columns and the call's."""
     call_flows = (
         calls.filter(pl.col(S.FLOW_IDS).is_not_null())
         .explode(S.FLOW_IDS)
         .rename({S.FLOW_IDS: "_flow"})
     )
     return (
-        flows.join(call_flows, on=[S.RANK, "_flow"], how="inner", suffix="_call")
+        work.join(call_flows, on=[S.RANK, "_flow"], how="inner", suffix="_call")
         .filter(
             (pl.col("call_start_ns") <= pl.col("device_start_ns"))
             & (pl.col(S.MODEL_ID).is_null() | pl.col(f"{S.MODEL_ID}_call").is_null()
@@ -152,8 +171,6 @@ def _by_flow(work: pl.DataFrame, calls: pl.LazyFrame, lf: pl.LazyFrame) -> pl.Da
         )
         .sort([S.RANK, "_key", "call_start_ns", S.ROW], descending=[False, False, True, False])
         .unique([S.RANK, "_key"], keep="first", maintain_order=True)
-        .select(S.RANK, "_key", "call", "call_start_ns", "call_ns")
-        .collect(engine=I.ENGINE)
     )
 
 
