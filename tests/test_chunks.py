@@ -26,7 +26,9 @@ import neurontrace
 from neurontrace.cli.main import cli
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
-from neurontrace.readers.jsonstream import ArrayStream, Misaligned, cuts, outer_fields
+from neurontrace.readers.jsonlex import Misaligned, cuts
+from neurontrace.readers.jsonouter import outer_fields
+from neurontrace.readers.jsonstream import ArrayStream
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.table import chunks
 from neurontrace.workers import executors, splitting

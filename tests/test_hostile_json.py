@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from neurontrace.cli.main import cli
-from neurontrace.readers import jsonstream
+from neurontrace.readers import jsonlex, jsonstream
 
 ROW_PHASES = ("X", "i", "I", "C")
 EVENT = {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 1.5,
@@ -299,7 +299,7 @@ def test_text_around_the_array_past_the_token_limit_is_refused(
 
 @dataclass
 class Work:
-    """What the JSON stream did, in bytes: lexed (by ``jsonstream.Lexer``), held in buffers grown
+    """What the JSON stream did, in bytes: lexed (by ``jsonlex.Lexer``), held in buffers grown
     for more text (``ArrayStream._more``'s results) and decoded (``decode_chunk``), and
     the decode calls. Linear work is a few times the text's bytes, whatever it holds."""
 
@@ -313,7 +313,7 @@ class Work:
 def work(monkeypatch: pytest.MonkeyPatch) -> Work:
     """The work of the JSON stream, counted from here on in this process."""
     w = Work()
-    feed, more, decode = jsonstream.Lexer.feed, jsonstream.ArrayStream._more, \
+    feed, more, decode = jsonlex.Lexer.feed, jsonstream.ArrayStream._more, \
         jsonstream.decode_chunk
 
     def counted_feed(self: Any, text: Any) -> Any:
@@ -331,7 +331,7 @@ def work(monkeypatch: pytest.MonkeyPatch) -> Work:
         w.decodes += 1
         return decode(path, fn, text, *args, **kw)
 
-    monkeypatch.setattr(jsonstream.Lexer, "feed", counted_feed)
+    monkeypatch.setattr(jsonlex.Lexer, "feed", counted_feed)
     monkeypatch.setattr(jsonstream.ArrayStream, "_more", counted_more)
     monkeypatch.setattr(jsonstream, "decode_chunk", counted_decode)
     return w
@@ -520,7 +520,7 @@ def test_the_lexer_agrees_with_a_byte_by_byte_scan(piece: int) -> None:
 
     rng = random.Random(piece)
     text = bytes(rng.choice(b'{}[]",:\\ab \\\\"') for _ in range(40_000))
-    lexer = jsonstream.Lexer()
+    lexer = jsonlex.Lexer()
     got: list[tuple[int, int, bool]] = []
     for i in range(0, len(text), piece):
         for _, _, before, after, outside in lexer.feed(text[i:i + piece]):

@@ -11,7 +11,7 @@ from pathlib import Path
 from neurontrace.errors import BadInput, UnknownFormat, shown
 from neurontrace.readers.base import Events, Reader
 from neurontrace.readers.exported import ExportReader
-from neurontrace.readers.jsonstream import read_head
+from neurontrace.readers.jsonopen import read_head
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
 from neurontrace.readers.neuron.explorer import ExplorerReader

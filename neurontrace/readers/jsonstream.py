@@ -8,34 +8,30 @@ module instead cuts the array into chunks of complete elements, which a typed de
 Cutting is first tried without a tokenizer: a candidate cut is a ``}`` followed by
 ``,`` (or the closing ``]``). A candidate inside a string or a nested object leaves the
 chunk unbalanced, which the decoder reports as truncated input; the chunk is then cut
-where the lexer (:class:`Lexer`, a vectorised scan of strings and brackets) finds the
+where the lexer (:mod:`.jsonlex`, a vectorised scan of strings and brackets) finds the
 last element boundary instead. Lexing is deterministic from a known state, so a chunk
 that decodes is a chunk of whole elements. The array itself is the one under the key at
 the top level of the document (found by the same lexer: a key of that name nested in
 another field, or inside a string, is not it); a second top-level key of that name, or
 anything but space after a bare top-level array, is refused. The document's other
-top-level fields are decoded once the array has been read (:func:`outer_fields`);
-:func:`cuts` splits a plain file's array into spans that can be decoded in parallel.
+top-level fields are decoded once the array has been read (:mod:`.jsonouter`); a
+plain file's array may be split into spans (:func:`.jsonlex.cuts`) decoded in parallel.
 
 Quirks that strict JSON refuses are repaired (:mod:`.jsonrepair`). A document in UTF-16
-or UTF-32 (with or without a byte-order mark) is read as UTF-8 (:func:`open_binary`); a
+or UTF-32 (with or without a byte-order mark) is read as UTF-8 (:mod:`.jsonopen`); a
 gzip stream is decompressed in a thread, ahead of its reader (:meth:`ArrayStream._reading`).
 Everything is bounded: no element, and no text before or after the array, may be longer
-than :func:`token_limit` bytes (256 MiB unless ``NEURONTRACE_MAX_TOKEN_BYTES`` says
-otherwise), and every scan is linear in what it reads.
+than :func:`.jsonopen.token_limit` bytes, and every scan is linear in what it reads.
 """
 
 from __future__ import annotations
 
-import codecs
-import gc
 import gzip
-import os
 import re
 import sys
 import zlib
 from collections.abc import Callable, Generator, Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
@@ -45,11 +41,24 @@ import numpy as np
 
 from neurontrace.errors import BadInput
 from neurontrace.io.ahead import ahead
+from neurontrace.readers.jsonlex import NOT_WS, Lexer, Misaligned, next_cut, peek
+from neurontrace.readers.jsonopen import (
+    BOM,
+    TOKEN_LIMIT_ENV,
+    WS,
+    encoding_of,
+    open_binary,
+    read_head,
+    token_limit,
+    too_long,
+)
+from neurontrace.readers.jsonouter import outer_fields
 from neurontrace.readers.jsonrepair import Repairs, decode_error_position, is_utf8, repair
 
-#: What the readers and the tests import from here (some defined in jsonrepair).
-__all__ = ["BLOCK", "ArrayStream", "Decoded", "Misaligned", "array_start", "cuts", "decode_chunk",
-           "decode_error_position", "open_binary", "outer_fields", "read_head", "repair"]
+#: What the readers and the tests import from here (some defined in jsonrepair; open_binary
+#: and read_head, defined in jsonopen, for the Neuron readers).
+__all__ = ["BLOCK", "ArrayStream", "Decoded", "array_start", "decode_chunk",
+           "decode_error_position", "open_binary", "read_head", "repair"]
 
 BLOCK = 8 << 20  # bytes read per step
 #: The key whose array a document may also be alone, as a bare top-level array.
@@ -57,254 +66,6 @@ CHROME_KEY = b"traceEvents"
 
 
 T = TypeVar("T")
-
-
-# -- the bound on one value --------------------------------------------------------------
-
-
-#: Environment variable that sets :func:`token_limit`.
-TOKEN_LIMIT_ENV = "NEURONTRACE_MAX_TOKEN_BYTES"
-DEFAULT_TOKEN_LIMIT = 256 << 20
-
-WS = b" \t\r\n"
-BOM = codecs.BOM_UTF8
-
-
-def token_limit() -> int:
-    """The most bytes one element of the array, the text before it or the text after it
-    may take: ``$NEURONTRACE_MAX_TOKEN_BYTES``, else 256 MiB. Bounds the memory a single
-    value (or a gzip bomb of spaces) can make a read hold."""
-    given = os.environ.get(TOKEN_LIMIT_ENV, "").strip()
-    if not given:
-        return DEFAULT_TOKEN_LIMIT
-    if not given.isdigit() or int(given) < 1:
-        raise BadInput(f"{TOKEN_LIMIT_ENV}={given!r} is not a positive number of bytes")
-    return int(given)
-
-
-def too_long(path: Path, what: str, at: int, limit: int) -> BadInput:
-    return BadInput(
-        f"{path}: {what} at byte {at} is longer than {limit:,} bytes, the limit on one "
-        f"value (set {TOKEN_LIMIT_ENV} to raise it)"
-    )
-
-
-# -- opening -----------------------------------------------------------------------------
-
-
-def encoding_of(first: bytes) -> str | None:
-    """The codec of a JSON text in UTF-16 or UTF-32, from its first four bytes (a
-    byte-order mark, or the zero bytes around its first, ASCII, character as RFC 4627
-    describes); None for UTF-8."""
-    if first.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
-        return "utf-32"
-    if first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return "utf-16"
-    if len(first) < 4:
-        return None
-    zeros = "".join("0" if b == 0 else "x" for b in first[:4])  # "x000": a byte, then three zeros
-    if zeros.startswith("0x"):
-        return "utf-16-be"
-    return {"x000": "utf-32-le", "000x": "utf-32-be", "x0x0": "utf-16-le"}.get(zeros)
-
-
-class _Transcoded:
-    """A UTF-16 or UTF-32 byte stream read as UTF-8 (characters that do not decode
-    become U+FFFD). Offsets in messages are then offsets in the UTF-8 text."""
-
-    def __init__(self, f: BinaryIO, encoding: str) -> None:
-        self._f = f
-        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-        self.fileobj = getattr(f, "fileobj", f)  # for progress: the bytes consumed
-
-    def read(self, n: int = -1) -> bytes:
-        while True:
-            raw = self._f.read(n)
-            text = self._decoder.decode(raw, final=not raw)
-            if text or not raw:
-                return text.encode("utf-8", errors="replace")
-
-    def close(self) -> None:
-        self._f.close()
-
-    def __enter__(self) -> _Transcoded:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading, transparently un-gzipping ``.gz`` (detected by magic),
-    and reading UTF-16 or UTF-32 text as UTF-8."""
-    with open(path, "rb") as probe:
-        first = probe.read(4)
-    if first[:2] != b"\x1f\x8b":
-        f: BinaryIO = open(path, "rb")  # noqa: SIM115 - returned to the caller
-    else:
-        f = gzip.open(path, "rb")  # type: ignore[assignment]  # owns (closes) the file
-        try:
-            first = f.peek(4)[:4]  # type: ignore[attr-defined]
-        except (OSError, EOFError, zlib.error):
-            return f  # the read says what is wrong, where
-    encoding = encoding_of(first)
-    if encoding is None:
-        return f
-    return _Transcoded(f, encoding)  # type: ignore[return-value]  # reads like a file
-
-
-def read_head(path: Path, n: int = 4096) -> bytes:
-    try:
-        with open_binary(path) as f:
-            return f.read(n)
-    except (OSError, EOFError, zlib.error) as e:
-        raise BadInput(f"{path}: cannot read: {e}") from None
-
-
-def text_head(path: Path, n: int = 4096) -> bytes:
-    """The first ``n`` bytes of a JSON document's text from its first token on: UTF-8
-    (see :func:`open_binary`), the byte-order mark and the space before the first token
-    left out, and the space after an opening ``{`` or ``[`` too, so that the first key
-    shows however much space precedes it. Reads past at most :func:`token_limit` bytes
-    of space; b"" when the file cannot be read."""
-    limit = token_limit()
-    out = b""
-    skipped = 0
-    try:
-        with open_binary(path) as f:
-            while len(out) < n and skipped <= limit and (block := f.read(1 << 16)):
-                text = out + (block.removeprefix(BOM) if not out and not skipped else block)
-                out = _LEADING_SPACE.sub(rb"\1", text, count=1)
-                skipped += len(text) - len(out)
-    except (OSError, EOFError, zlib.error):
-        return b""
-    return out[:n]
-
-
-#: The space before a document's first token, and after it when it opens an object or
-#: an array.
-_LEADING_SPACE = re.compile(rb"\A[ \t\r\n]*+([{[]?+)[ \t\r\n]*+")
-
-
-# -- where elements end, without decoding them -------------------------------------------
-
-
-_LEX_STEP = 1 << 20  # bytes lexed per numpy pass (bounds its temporary arrays) ...
-_LEX_FIRST = 16 << 10  # ... after a first one this small, then twice as many each time
-
-
-class Lexer:
-    """Which bytes of a JSON text lie inside strings and how deeply each is nested,
-    computed with numpy over the text a piece at a time (state carried between pieces),
-    so a scan costs a few vectorised passes per byte whatever the text holds.
-
-    A quote opens or closes a string unless an odd run of backslashes precedes it;
-    brackets and braces outside strings change the depth. Quirks that strict JSON
-    refuses (control characters, bare words, invalid UTF-8) do not change either.
-    """
-
-    def __init__(self, depth: int = 0) -> None:
-        self.depth = depth
-        self.in_string = False
-        self.backslashes = 0  # the run of backslashes that ends the text so far
-
-    def feed(self, text: bytes | bytearray | memoryview
-             ) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """For each piece of ``text``: (its offset in ``text``, its bytes, the depth
-        before each byte, the depth after it, whether each byte comes outside every
-        string: for a quote, whether it opens one)."""
-        view = memoryview(text)
-        at, step = 0, _LEX_FIRST
-        while at < len(view):
-            a = np.frombuffer(view[at:at + step], np.uint8)
-            n = len(a)
-            escaped = np.zeros(n, bool)
-            bs = a == 0x5C
-            if self.backslashes & 1:
-                escaped[0] = True
-            if bs.any():
-                idx = np.arange(n, dtype=np.int32)
-                last = np.maximum.accumulate(np.where(bs, np.int32(-1 - self.backslashes), idx))
-                run = idx - last  # backslashes ending at each byte (0 where it is not one)
-                escaped[1:] = (run[:-1] & 1).astype(bool)
-                self.backslashes = int(run[-1])
-            else:
-                self.backslashes = 0
-            quote = (a == 0x22) & ~escaped
-            inside_after = (np.cumsum(quote, dtype=np.int32) + self.in_string) & 1
-            outside = (inside_after ^ quote) == 0  # outside a string before this byte
-            delta = ((a == 0x7B) | (a == 0x5B)).astype(np.int32)
-            delta -= (a == 0x7D) | (a == 0x5D)
-            delta *= outside
-            after = np.cumsum(delta, dtype=np.int64)
-            after += self.depth
-            before = after - delta
-            self.depth = int(after[-1])
-            self.in_string = bool(inside_after[-1])
-            yield at, a, before, after, outside
-            at, step = at + n, min(2 * step, _LEX_STEP)
-
-
-
-NOT_WS = re.compile(rb"[^ \t\r\n]")
-
-
-def peek(buf: bytes) -> bytes:
-    """The first byte of ``buf`` that is not whitespace (b"" if none), without a copy."""
-    m = NOT_WS.search(buf)
-    return m.group() if m else b""
-
-
-_SPACED_CUT = re.compile(rb"\}[ \t\r\n]+([,\]])")
-
-
-def next_cut(buf: bytes) -> tuple[int, bool] | None:
-    """The position just after the last '}' of ``buf`` that is followed by ',' or ']'
-    (whitespace aside), and whether the array closes there; None if there is none.
-
-    The compact forms (``},`` and ``}]``) are found by searching back from the end; the
-    spaced ones only when there is no compact one (a forward scan). Either way a scan
-    in C, however many braces the buffer holds."""
-    i = max(buf.rfind(b"},"), buf.rfind(b"}]"))
-    if i >= 0:
-        return i + 1, buf[i + 1] == 0x5D  # ']'
-    last = None
-    for m in _SPACED_CUT.finditer(buf):
-        last = m
-    if last is None:
-        return None
-    return last.start() + 1, last.group(1) == b"]"
-
-
-class Misaligned(Exception):
-    """A span's stop is not just after a whole element of the array (see :func:`cuts`)."""
-
-    def __init__(self, stop: int) -> None:
-        super().__init__(f"no element boundary at byte {stop}")
-        self.stop = stop
-
-
-#: An object's end, its comma and the next object's start: where a span may stop.
-_BETWEEN = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
-_WINDOW = 1 << 20
-
-
-
-def cuts(path: Path, targets: list[int]) -> list[int]:
-    """Offsets near ``targets`` (ascending) that split a plain file's array into spans:
-    each the start of an element that follows ``},``; targets with none near are dropped.
-
-    A cut is only a candidate (the pattern may sit inside a string): the span that
-    stops there proves it, or raises :class:`Misaligned` (see :class:`ArrayStream`).
-    """
-    found: list[int] = []
-    with open(path, "rb") as f:
-        for target in targets:
-            f.seek(target)
-            m = _BETWEEN.search(f.read(_WINDOW))
-            if m is not None and (not found or target + m.end() - 1 > found[-1]):
-                found.append(target + m.end() - 1)
-    return found
 
 
 # -- decoding the array in chunks --------------------------------------------------------
@@ -675,84 +436,6 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
     where = f"near byte {offset + max(at - 1, 0)}" if at is not None else (
         f"in the events starting at byte {offset}")
     raise BadInput(f"{path}: invalid JSON {where}: {reason}") from None
-
-
-# -- the fields besides the array (the header) -------------------------------------------
-
-
-#: What stands for the array while the rest of the document is decoded (a string no
-#: trace holds), so that a second top-level key of the same name shows.
-_PLACEHOLDER = "\x00neurontrace: the array read in chunks"
-_PLACEHOLDER_JSON = msgspec.json.encode(_PLACEHOLDER)
-
-
-class NumberText(str):
-    """A number too large for a float, kept as its text (e.g. ``1e400`` in a header
-    field): written to the trace's metadata as a string."""
-
-
-def _number(text: str) -> float | NumberText:
-    value = float(text)
-    return value if value not in (float("inf"), float("-inf")) else NumberText(text)
-
-
-_OUTER = msgspec.json.Decoder(float_hook=_number)
-
-
-def outer_fields(path: Path, key: bytes, head: bytes, tail: bytes, tail_offset: int
-                 ) -> dict:
-    """The document's fields besides the array, from the text before the array (``head``,
-    empty for a bare array) and after it (``tail``, from its ``]``, at ``tail_offset``).
-
-    Numbers too large for a float are kept as :class:`NumberText`. Refused: a second
-    top-level member named ``key``, text after a bare array, nesting deeper than Python
-    can decode."""
-    if not tail.startswith(b"]"):
-        raise BadInput(f"{path}: expected ']' at byte {tail_offset}")
-    if not head:  # bare array
-        m = NOT_WS.search(tail, 1)
-        if m is not None:
-            raise BadInput(
-                f"{path}: unexpected text after the top-level array at byte "
-                f"{tail_offset + m.start()}: {tail[m.start():m.start() + 20]!r}"
-            )
-        return {}
-    doc = head + _PLACEHOLDER_JSON + tail[1:]
-    try:
-        with _no_gc():  # a long header of small objects would start a collection per
-            try:        # few thousand of them, each walking all made so far: quadratic
-                outer = _OUTER.decode(doc)
-            except msgspec.DecodeError:
-                try:
-                    outer = _OUTER.decode(repair(doc)[0])
-                except msgspec.DecodeError as e:
-                    raise BadInput(
-                        f"{path}: top-level fields outside {key.decode()} are not valid "
-                        f"JSON ({e})"
-                    ) from None
-    except RecursionError:
-        raise BadInput(
-            f"{path}: top-level fields outside {key.decode()} are nested too deeply "
-            f"(over about {sys.getrecursionlimit()} levels)"
-        ) from None
-    if not isinstance(outer, dict):
-        raise BadInput(f"{path}: top level is not a JSON object")
-    if outer.get(key.decode()) != _PLACEHOLDER:
-        raise BadInput(f'{path}: more than one top-level "{key.decode()}" member')
-    outer.pop(key.decode())
-    return outer
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic garbage collector off (as it was before, after)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def array_start(path: Path, key: bytes) -> int:

@@ -32,16 +32,10 @@ from neurontrace.readers.base import (
     Progress,
     rank_from_name,
 )
-from neurontrace.readers.jsonstream import (
-    WS,
-    ArrayStream,
-    Misaligned,
-    NumberText,
-    array_start,
-    cuts,
-    outer_fields,
-    text_head,
-)
+from neurontrace.readers.jsonlex import Misaligned, cuts
+from neurontrace.readers.jsonopen import WS, text_head
+from neurontrace.readers.jsonouter import NumberText, outer_fields
+from neurontrace.readers.jsonstream import ArrayStream, array_start
 from neurontrace.readers.kineto.columns import Metadata, chunk_columns
 from neurontrace.readers.kineto.events import (
     EVENTS,
