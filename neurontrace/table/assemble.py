@@ -27,7 +27,14 @@ from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, Source
 from neurontrace.table import chunks
 from neurontrace.table.chunks import Spilled
 from neurontrace.table.derived import Ranges
-from neurontrace.table.spill import FrameSpiller, frame, read_batches, spill_all, temporary
+from neurontrace.table.spill import (
+    FrameSpiller,
+    SpilledFrames,
+    frame,
+    read_batches,
+    spill_all,
+    temporary,
+)
 from neurontrace.table.sweep import derive
 
 #: Columns a reader may give for some rows, which the derivations complete.
@@ -115,8 +122,8 @@ def assemble(src: Source, diag: Diagnostics, progress: Progress | None = None,
         ev.rank = src.rank
     try:
         if ev.flows is not None and ev.flows.num_rows:  # the reader's whole table, last
-            done.flows.pieces.append(frame(ev.flows.cast(FLOWS_SCHEMA)))
-            done.flows.rows += ev.flows.num_rows
+            whole = frame(ev.flows.cast(FLOWS_SCHEMA))
+            done.flows.extend(SpilledFrames([whole], whole.height))
         ev.flows = None
         if after_read is not None:
             after_read()
