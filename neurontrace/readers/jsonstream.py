@@ -48,17 +48,16 @@ from neurontrace.readers.jsonopen import (
     WS,
     encoding_of,
     open_binary,
-    read_head,
     token_limit,
     too_long,
 )
 from neurontrace.readers.jsonouter import outer_fields
 from neurontrace.readers.jsonrepair import Repairs, decode_error_position, is_utf8, repair
 
-#: What the readers and the tests import from here (some defined in jsonrepair; open_binary
-#: and read_head, defined in jsonopen, for the Neuron readers).
+#: What the readers and the tests import from here (decode_error_position, defined in
+#: jsonrepair, is looked up here: the tests replace it).
 __all__ = ["BLOCK", "ArrayStream", "Decoded", "array_start", "decode_chunk",
-           "decode_error_position", "open_binary", "read_head", "repair"]
+           "decode_error_position"]
 
 BLOCK = 8 << 20  # bytes read per step
 #: The key whose array a document may also be alone, as a bare top-level array.

@@ -56,7 +56,7 @@ def record_repairs(chunk: Decoded[Any], path: Path, diag: Diagnostics) -> None:
 
 
 def show_surrogates(events: list[Event], placeholders: bool) -> None:
-    """Undo :func:`~neurontrace.readers.jsonstream.repair`'s placeholders for lone
+    """Undo :func:`~neurontrace.readers.jsonrepair.repair`'s placeholders for lone
     surrogates: U+FFFD in the fields that must be valid text (and in the ``args`` of
     metadata events, whose names become track names), the input's own escapes written
     back in the ``args`` of the others. ``placeholders`` False: the repair wrote U+FFFD

@@ -48,7 +48,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, one_line, shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress
-from neurontrace.readers.jsonstream import open_binary
+from neurontrace.readers.jsonopen import open_binary
 
 #: Top-level keys of a device profile; a document with none of them is not one.
 DEVICE_KEYS = ("summary", "instruction", "dma", "instruction_usage")

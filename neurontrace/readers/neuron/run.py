@@ -47,7 +47,7 @@ from neurontrace.readers.base import (
     Source,
     rank_from_name,
 )
-from neurontrace.readers.jsonstream import read_head
+from neurontrace.readers.jsonopen import read_head
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
 from neurontrace.readers.neuron.explorer import ExplorerReader
