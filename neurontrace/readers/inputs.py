@@ -61,7 +61,7 @@ def inputs_of(srcs: Sequence[PathLike], fmt: str | None, cache: Path,
     for p, st in given.values():
         if stat.S_ISDIR(st.st_mode) and not _claimed(p, fmt):
             dataset = True
-            _walk(p, fmt, cache, found, skipped, diag, walked)
+            _walk(p, st, fmt, cache, found, skipped, diag, walked)
         else:
             expanded, always = _sources_of(p, fmt, cache)
             dataset = dataset or always or len(expanded) != 1
@@ -104,13 +104,11 @@ def _distinct(sources: list[Source]) -> list[Source]:
     return list(kept.values())
 
 
-def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
-          skipped: list[Path], diag: Diagnostics, walked: set[tuple[int, int]]) -> None:
-    try:
-        st = os.stat(folder)
-    except OSError as e:
-        diag.warn("skipped_entry", f"{folder}: skipped ({atomic.reason(e)})")
-        return
+def _walk(folder: Path, st: os.stat_result, fmt: str | None, cache: Path,
+          found: list[Source], skipped: list[Path], diag: Diagnostics,
+          walked: set[tuple[int, int]]) -> None:
+    """Add the sources of ``folder`` (whose status is ``st``) and of the folders in it
+    to ``found``, its files of no known format to ``skipped`` (see :func:`inputs_of`)."""
     if (st.st_dev, st.st_ino) in walked:
         diag.warn("skipped_entry", f"{folder}: skipped (a folder already read: a symlink "
                   "loop, or given twice)")
@@ -125,19 +123,19 @@ def _walk(folder: Path, fmt: str | None, cache: Path, found: list[Source],
         if q.name.startswith("."):
             continue
         try:
-            mode = os.stat(q).st_mode
+            entry = os.stat(q)
         except FileNotFoundError:
             diag.warn("skipped_entry", f"{q}: skipped (a symlink to nothing)")
             continue
         except OSError as e:
             diag.warn("skipped_entry", f"{q}: skipped ({atomic.reason(e)})")
             continue
-        kind = atomic.special_kind(mode)
+        kind = atomic.special_kind(entry.st_mode)
         if kind is not None:
             diag.warn("skipped_entry", f"{q}: skipped (is {kind}, not a regular file)")
             continue
-        if stat.S_ISDIR(mode) and not _claimed(q, fmt):
-            _walk(q, fmt, cache, found, skipped, diag, walked)
+        if stat.S_ISDIR(entry.st_mode) and not _claimed(q, fmt):
+            _walk(q, entry, fmt, cache, found, skipped, diag, walked)
             continue
         try:
             found.extend(_sources_of(q, fmt, cache)[0])
