@@ -31,6 +31,7 @@ converted with its session folder (``-d FOLDER``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -189,29 +190,18 @@ def timeout_message(tool: str, seconds: float) -> str:
 def run_tool(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     """Run ``command`` in a process group of its own (its output captured), waiting at
     most ``timeout`` seconds. On timeout (``subprocess.TimeoutExpired``), Ctrl-C or any
-    other exception the whole group is killed and reaped before the exception goes on,
-    so that no process of it (a server it started included) outlives the call."""
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, errors="replace",
-                             start_new_session=True)
-    try:
-        out, err = child.communicate(timeout=timeout)
-    finally:
-        _kill_group(child)  # on any exit; what it left running (a server it forked) too
+    other exception the whole group is killed (and the child reaped, by ``Popen``'s
+    exit) before the exception goes on, so that no process of it (a server it started
+    included) outlives the call."""
+    with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, errors="replace",
+                          start_new_session=True) as child:
+        try:
+            out, err = child.communicate(timeout=timeout)
+        finally:  # on any exit; what it left running (a server it forked) too
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
     return subprocess.CompletedProcess(command, child.returncode, out, err)
-
-
-def _kill_group(child: subprocess.Popen[str]) -> None:
-    """SIGKILL the process group ``child`` leads, then reap ``child``."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        child.communicate(timeout=5)
-    except (subprocess.TimeoutExpired, ValueError, OSError):
-        child.kill()
-        child.wait()
 
 
 def view_command(args: list[str], data_path: Path | str) -> list[str]:
