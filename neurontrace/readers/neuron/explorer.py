@@ -33,7 +33,6 @@ Columns this reader does not know go to ``args``; missing optional columns are n
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,21 +82,11 @@ _TIMING = ["name", "start_ts", "end_ts", "duration_ns", "nc_idx", "flow_id",
 Side = dict[str, list[dict[str, Any]]]
 
 
-@dataclass
-class _Host:
-    """What places device timelines on host time: the system table's ``nc_exec_running``
-    per execution (``windows``: ``nc``, ``pid``, ``model``, ``start``, ``end``,
-    ``execution``) and sync points (``syncs``: ``host_ts``, ``device_ts``), and the
-    placements made so far, by NeuronCore label."""
-
-    windows: pl.DataFrame
-    syncs: pl.DataFrame
-    placements: dict[str, Placement] = field(default_factory=dict)
-
-
-def _host_windows(timing: list[pl.DataFrame]) -> _Host:
-    """``nc_exec_running`` per execution and sync points, from the system table's
-    ``nc_exec_running`` and ``timestamp_sync_point`` rows (columns :data:`_TIMING`)."""
+def _host_windows(timing: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What places device timelines on host time: ``nc_exec_running`` per execution
+    (``nc``, ``pid``, ``model``, ``start``, ``end``, ``execution``) and sync points
+    (``host_ts``, ``device_ts``), from the system table's ``nc_exec_running`` and
+    ``timestamp_sync_point`` rows (columns :data:`_TIMING`)."""
     parts = [p for p in timing if p.height]
     df = (pl.concat(parts, how="diagonal_relaxed") if parts  # else: empty, typed alike
           else pl.DataFrame(schema=dict.fromkeys(_TIMING, pl.String)))
@@ -120,7 +109,7 @@ def _host_windows(timing: list[pl.DataFrame]) -> _Host:
                             pl.col("start_ts").cast(pl.Int64)),
         device_ts=json_int("extra_attributes_json", SYNC_DEVICE_KEYS),
     ).drop_nulls()
-    return _Host(host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs)
+    return host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs
 
 
 class ExplorerReader:
@@ -170,9 +159,10 @@ class _Read:
             timing.append(with_defaults(frame, _TIMING).select(_TIMING)
                           .filter(pl.col("name").is_in([N.EXEC_EVENT, N.SYNC_EVENT])))
         host = _host_windows(timing)
+        placements: dict[str, Placement] = {}  # by NeuronCore label, for all the folders
         if self.tables.keys() & set(DEVICE_TABLES):
             yield from self.device_batches(
-                side, host, profile_nc(self.folder, side.get("Metadata"), self.diag))
+                side, host, placements, profile_nc(self.folder, side.get("Metadata"), self.diag))
         profiles = device_profiles(self.folder, side.get("DeviceProfileList"), self.diag)
         for prof in profiles:
             sub = _Read(prof.folder, self.diag, None, prof)
@@ -181,7 +171,7 @@ class _Read:
                 schema_version(sub_side["Metadata"], prof.folder, self.diag, majors)
             nc = (prof.nc_id if prof.nc_id is not None
                   else profile_nc(prof.folder, sub_side.get("Metadata"), self.diag))
-            yield from sub.device_batches(sub_side, host, nc)
+            yield from sub.device_batches(sub_side, host, placements, nc)
         ev.trace = {"neuron": {
             "format": "explorer-parquet",
             "profile_schema_version": version,
@@ -196,7 +186,7 @@ class _Read:
         ev.clock = {
             "base_time_ns": 0,
             "host": "SystemProfileEvents start_ts, epoch ns, exact",
-            "device": {label: p.describe() for label, p in host.placements.items()},
+            "device": {label: p.describe() for label, p in placements.items()},
             "note": "host and device clocks are not synchronised; device times are "
                     "placed on host time by the method given per NeuronCore",
         }
@@ -244,7 +234,7 @@ class _Read:
         side: Side = {}
         for table in (t for t in names if t in self.tables):
             rows = side[table] = []
-            for df in self._frames(table, None):
+            for df in self._frames(table):
                 rows.extend(df.head(SIDE_ROWS - len(rows)).to_dicts())
                 if len(rows) >= SIDE_ROWS:
                     self.diag.warn("side_table_truncated", f"{shown(self.folder)}: {table} "
@@ -254,18 +244,19 @@ class _Read:
 
     # -- device tables ----------------------------------------------------------------
 
-    def device_batches(self, side: Side, host: _Host,
+    def device_batches(self, side: Side, host: tuple[pl.DataFrame, pl.DataFrame],
+                       placements: dict[str, Placement],
                        nc_default: int | None) -> Iterator[pa.RecordBatch]:
-        """This folder's device tables, placed on host time by ``host`` and this folder's
-        ``side`` tables (``ExecutionInfo``; ``Metadata``: :func:`bridge`); rows without an
-        ``nc_idx`` are NeuronCore ``nc_default``'s. With ``self.prof`` (a bound device
-        folder) its rows carry the profile's instance and process."""
+        """This folder's device tables, placed on host time by ``host``
+        (:func:`_host_windows`) and this folder's ``side`` tables (``ExecutionInfo``;
+        ``Metadata``: :func:`bridge`), each NeuronCore's placement made once in
+        ``placements``; rows without an ``nc_idx`` are NeuronCore ``nc_default``'s. With
+        ``self.prof`` (a bound device folder) its rows carry the profile's instance and
+        process."""
         prof = self.prof
         starts = self._device_starts()
         for table in DEVICE_TABLES:
             for df in self._frames(table):
-                if "start_ts" not in df.columns:
-                    raise BadInput(f"{shown(self.folder)}/{table}: no start_ts column")
                 df = with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
                 df = df.with_columns(
                     pl.coalesce(pl.col("nc_idx").cast(pl.Int64, strict=False),
@@ -277,10 +268,9 @@ class _Read:
                     nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]
                     label = (prof.label(nc_i) if prof
                              else "nc ?" if nc_i is None else f"nc {nc_i}")
-                    if label not in host.placements:
-                        host.placements[label] = self._placement(table, nc_i, side, host,
-                                                                  starts)
-                    rows = host.placements[label].apply(device_rows(table, part))
+                    if label not in placements:
+                        placements[label] = self._placement(table, nc_i, side, host, starts)
+                    rows = placements[label].apply(device_rows(table, part))
                     if prof is not None:
                         rows = rows.with_columns(
                             pl.lit(prof.instance_id, pl.String).alias(S.INSTANCE_ID),
@@ -298,18 +288,17 @@ class _Read:
             ).agg(start=pl.col("start_ts").cast(pl.Int64).min(),
                   has_nc=pl.lit("nc_idx" in df.columns))
             for t in DEVICE_TABLES for df in self._frames(t, ["start_ts", "nc_idx"])
-            if "start_ts" in df.columns
         ]
         return pl.concat(parts) if parts else pl.DataFrame(
             schema={"nc": pl.Int64, "start": pl.Int64, "has_nc": pl.Boolean})
 
-    def _placement(self, table: str, nc: int | None, side: Side, host: _Host,
-                   starts: pl.DataFrame) -> Placement:
+    def _placement(self, table: str, nc: int | None, side: Side,
+                   host: tuple[pl.DataFrame, pl.DataFrame], starts: pl.DataFrame) -> Placement:
         prof = self.prof
         if nc is not None:  # rows of this NeuronCore, or of a table that names none
             starts = starts.filter(~pl.col("has_nc") | (pl.col("nc") == nc))
         device_start = starts.select(pl.col("start").min()).item()
-        windows = host.windows
+        windows, syncs = host
         if prof is not None and prof.process_id is not None:
             # nc_idx is process-local: another process's NeuronCore 0 is not this one.
             windows = windows.filter(pl.col("pid").is_null() | (pl.col("pid") == prof.process_id))
@@ -323,7 +312,7 @@ class _Read:
         elif len(ncs) > 1:
             windows = windows.clear()  # which NeuronCore's executions? unknown: do not guess
         p = place(device_start, executions(side.get("ExecutionInfo"), nc),
-                  windows.drop("pid", "model"), host.syncs, bridge(side.get("Metadata")))
+                  windows.drop("pid", "model"), syncs, bridge(side.get("Metadata")))
         if p.method == "none":
             self.diag.warn("device_clock_unplaced",
                            f"{shown(self.folder)}/{table}: nothing places NeuronCore {nc}'s "

@@ -12,7 +12,7 @@ import polars as pl
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.errors import BadInput, shown
+from neurontrace.errors import shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.neuron.explorer_folders import SYSTEM
 
@@ -98,9 +98,6 @@ def flows(df: pl.DataFrame) -> pl.Expr:
 
 
 def system_rows(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFrame:
-    if "name" not in df.columns or "start_ts" not in df.columns:
-        missing = "name" if "name" not in df.columns else "start_ts"
-        raise BadInput(f"{shown(folder)}/{SYSTEM}: no {missing} column")
     extra = [c for c in df.columns if c not in _SYSTEM_KNOWN]
     df = with_defaults(df, sorted(_SYSTEM_KNOWN))
     src = pl.col("trace_event_source").cast(pl.String)

@@ -110,7 +110,10 @@ def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, lis
     hex). Text of digits, floats, unsigned and temporal integers convert to integers,
     values that do not (``"abc"``, ``1e30``) are read as missing; a column that cannot
     convert at all (a list where a number belongs) is refused if :data:`REQUIRED`, else
-    left out. Every change is a warning."""
+    left out; one missing is refused. Every change is a warning."""
+    missing = [c for c in REQUIRED[table] if c not in df.columns]
+    if missing:
+        raise BadInput(f"{shown(path.parent)}/{table}: no {missing[0]} column")
     notes: list[Note] = []
     fixed: list[pl.Series] = []
     dropped: list[str] = []
