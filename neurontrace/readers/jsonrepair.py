@@ -42,7 +42,6 @@ class Repairs:
     control_chars: int = 0
     bare_words: int = 0
     first_bare_word: bytes = b""
-    first_offset: int = -1
     invalid_utf8: int = 0  # sequences replaced with U+FFFD
     surrogates: int = 0  # lone surrogate escapes
     #: Lone surrogates became :data:`PLACEHOLDERS` (see :func:`restore_surrogates`),
@@ -112,8 +111,6 @@ def repair(data: bytes) -> tuple[bytes, Repairs]:
         if tok[:1] == b'"':
             if _CTRL.search(tok):
                 rep.control_chars += 1
-                if rep.first_offset < 0:
-                    rep.first_offset = m.start()
                 tok = _CTRL.sub(lambda c: b"\\u%04x" % c.group(0)[0], tok)
             if _SURROGATE.search(tok):
                 tok = _ESCAPE.sub(escape, tok)
@@ -123,8 +120,6 @@ def repair(data: bytes) -> tuple[bytes, Repairs]:
         rep.bare_words += 1
         if not rep.first_bare_word:
             rep.first_bare_word = tok
-            if rep.first_offset < 0:
-                rep.first_offset = m.start()
         return b'"' + tok + b'"'
 
     return _TOKEN.sub(fix, data), rep

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,30 +103,22 @@ class KinetoReader:
                 yield from _rows(stream, path, meta, diag, progress)
             except Misaligned as e:
                 raise ChunkUnreadable(str(e)) from None
-            out.summary = ChunkSummary(meta, stream.head, stream.tail)
+            # Besides its rows: track names and times, the text before the array (first
+            # chunk) and after it (last chunk, with its offset).
+            out.summary = (meta, stream.head, stream.tail)
 
         out.batches = batches()
         return out
 
     def join(self, path: Path, summaries: list[Any]) -> Events:
         meta = Metadata()
-        for s in summaries:
-            meta.merge(s.meta)
-        head, tail = summaries[0].head, summaries[-1].tail
+        for part, _, _ in summaries:
+            meta.merge(part)
+        head, tail = summaries[0][1], summaries[-1][2]
         assert tail is not None  # the last chunk reads to the array's end
         ev = Events(batches=iter(()), format=self.name)
         finish(ev, path, outer_fields(path, KEY, head, *tail), meta)
         return ev
-
-
-@dataclass
-class ChunkSummary:
-    """What reading one chunk found besides its rows: track names and times, the text
-    before the array (first chunk) and after it (last chunk, with its offset)."""
-
-    meta: Metadata
-    head: bytes
-    tail: tuple[bytes, int] | None
 
 
 def _rows(stream: ArrayStream, path: Path, meta: Metadata, diag: Diagnostics,

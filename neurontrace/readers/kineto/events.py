@@ -118,16 +118,15 @@ def _coerce(fields: dict[str, msgspec.Raw], where: str, diag: Diagnostics) -> Ev
     absent; fields the table has no column for are kept under ``args``."""
     ev = Event()
     text = {k: bytes(v) for k, v in fields.items()}
-    ph = text.get("ph")
-    ev.ph = _string(ph, where, diag) if ph is not None and ph[:1] == b'"' else ""
+    for key in ("ph", "bp"):  # strings, else left as if absent
+        if text.get(key, b"")[:1] == b'"':
+            setattr(ev, key, _string(text[key], where, diag))
     for key in ("name", "cat"):
         if key in text:
             setattr(ev, key, _value(text[key], where, diag))
     for key in ("pid", "tid", "id"):
         if key in text:
             setattr(ev, key, _id(key, text[key], where, diag))
-    bp = text.get("bp")
-    ev.bp = _string(bp, where, diag) if bp is not None and bp[:1] == b'"' else None
     for key in ("ts", "dur"):
         v = text.get(key)
         if v is None or v[:1] in (b"n", b"t", b"f"):  # absent, null or a boolean
