@@ -130,10 +130,9 @@ def to_batch(df: pl.DataFrame) -> pa.RecordBatch:
     table = df.select(
         pl.col(name).cast(t) if name in df.columns else pl.lit(None, t).alias(name)
         for name, t in _POLARS_TYPES.items()
-    ).to_arrow().cast(BATCH_SCHEMA).combine_chunks()
-    if table.num_rows == 0:
-        return pa.RecordBatch.from_pylist([], schema=BATCH_SCHEMA)
-    return table.to_batches()[0]
+    ).to_arrow().cast(BATCH_SCHEMA)
+    return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns],
+                                      schema=BATCH_SCHEMA)
 
 
 def engine(name: pl.Expr) -> pl.Expr:
@@ -194,23 +193,15 @@ def args_json(df: pl.DataFrame, columns: Iterable[str],
     ``extra_attributes_json``); it is embedded unchanged under its own key.
     """
     cols = [c for c in columns if c in df.columns and c != raw_json]
-    if cols:
-        body = df.select(pl.struct(cols).struct.json_encode().alias("a")).get_column("a")
-    else:
-        body = pl.Series("a", ["{}"] * df.height, pl.String)
-    if raw_json is None or raw_json not in df.columns:
-        return body.alias(S.ARGS)
-    raw = df.get_column(raw_json).cast(pl.String)
-    out = pl.DataFrame({"b": body, "r": raw}).select(
-        pl.when(pl.col("r").is_null() | (pl.col("r").str.strip_chars() == ""))
-        .then(pl.col("b"))
-        .otherwise(pl.concat_str(
-            pl.lit('{"' + raw_json + '":'), pl.col("r"),
-            pl.when(pl.col("b") == "{}").then(pl.lit("}"))
-            .otherwise(pl.concat_str(pl.lit(","), pl.col("b").str.slice(1))),
-        ))
-    )
-    return out.to_series().alias(S.ARGS)
+    body = (pl.struct(cols).struct.json_encode() if cols
+            else pl.repeat("{}", pl.len(), dtype=pl.String))
+    if raw_json is not None and raw_json in df.columns:
+        raw = pl.col(raw_json).cast(pl.String)
+        body = pl.when(raw.is_null() | (raw.str.strip_chars() == "")).then(body).otherwise(
+            pl.concat_str(pl.lit('{"' + raw_json + '":'), raw,
+                          pl.when(body == "{}").then(pl.lit("}"))
+                          .otherwise(pl.concat_str(pl.lit(","), body.str.slice(1)))))
+    return df.select(body.alias(S.ARGS)).to_series()
 
 
 def int_text(text: pl.Expr) -> pl.Expr:
