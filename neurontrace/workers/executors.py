@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import suppress
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from neurontrace.errors import BadInput, NeurontraceError, ToolMissing
@@ -109,8 +108,8 @@ class Processes:
         imports done, or it has finished a job), so that a job waits for whoever is free
         first (another worker, or the caller) rather than for a process still starting.
         """
-        workers = _take_started(fn.__module__, self.env, self.n if n is None else n) \
-            or _Workers.start(fn.__module__, self.n if n is None else n, self.env)
+        n = self.n if n is None else n
+        workers = _take_started(fn.__module__, self.env, n) or _Workers(fn.__module__, n, self.env)
         pending: set[Future[Any]] = set(workers.ready)
         error: BaseException | None = None
         try:
@@ -132,12 +131,12 @@ class Processes:
                     if f not in workers.ready:  # a job's result, not a worker saying it started
                         done(value)
                     with suppress(queue.Empty):
-                        pending.add(workers.pool.submit(fn, todo.get_nowait()))
+                        pending.add(workers.submit(fn, todo.get_nowait()))
         except BaseException:
             workers.kill()
             raise
         finally:
-            workers.pool.shutdown(wait=True, cancel_futures=True)
+            workers.shutdown(wait=True, cancel_futures=True)
         if error is not None:
             raise error
 
@@ -159,36 +158,29 @@ def _ready(module: str) -> int:
     return os.getpid()
 
 
-@dataclass
-class _Workers:
-    """A pool of worker processes for functions of ``module``, and the calls that say
-    each has started (:func:`_ready`)."""
+class _Workers(ProcessPoolExecutor):
+    """``n`` worker processes (spawned, with ``env``) for functions of ``module``, started
+    now: ``ready`` holds a call per process that answers once it has started
+    (:func:`_ready`)."""
 
-    module: str
-    env: dict[str, str]
-    n: int
-    pool: ProcessPoolExecutor
-    ready: list[Future[int]] = field(default_factory=list)
-
-    @classmethod
-    def start(cls, module: str, n: int, env: dict[str, str]) -> _Workers:
-        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_initialize, initargs=(dict(env),))
-        workers = cls(module, dict(env), n, pool)
+    def __init__(self, module: str, n: int, env: dict[str, str]) -> None:
+        super().__init__(n, mp_context=multiprocessing.get_context("spawn"),
+                         initializer=_initialize, initargs=(dict(env),))
+        self.module, self.n, self.env = module, n, dict(env)
         # one call each: the pool starts a process per call while none is idle
-        workers.ready = [pool.submit(_ready, module) for _ in range(n)]
-        return workers
+        self.ready = [self.submit(_ready, module) for _ in range(n)]
 
     def kill(self) -> None:
         """End every worker process now (a job running is lost)."""
-        for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
+        for proc in list((self._processes or {}).values()):
             try:
                 proc.kill()
             except (OSError, ValueError):  # already gone, or closed
                 pass
 
 
-#: Workers started ahead (:func:`prestart`), not yet taken.
+#: Workers started ahead (:func:`prestart`), not yet taken; those never taken end when
+#: this process does.
 _started: list[_Workers] = []
 _started_lock = threading.Lock()
 
@@ -197,11 +189,9 @@ def prestart(module: str, n: int, env: dict[str, str] | None = None) -> None:
     """Start ``n`` worker processes for functions of ``module`` now, for a
     :class:`Processes` run of ``n`` with the same ``env`` to take over instead of
     starting its own: the caller spends the time a worker takes to start (its imports)
-    importing. Workers never taken end when this process does."""
-    workers = _Workers.start(module, n, dict(env or {}))
+    importing."""
+    workers = _Workers(module, n, env or {})
     with _started_lock:
-        if not _started:
-            atexit.register(_end_started)
         _started.append(workers)
 
 
@@ -213,11 +203,12 @@ def _take_started(module: str, env: dict[str, str], n: int) -> _Workers | None:
     return None
 
 
+@atexit.register
 def _end_started() -> None:
     with _started_lock:
         for w in _started:
             w.kill()
-            w.pool.shutdown(wait=True, cancel_futures=True)
+            w.shutdown(wait=True, cancel_futures=True)
         _started.clear()
 
 
