@@ -23,7 +23,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.io import atomic, scratch, store
 from neurontrace.io.destination import Place, lock, matching
-from neurontrace.io.digest import BackgroundDigest, content_digest
+from neurontrace.io.digest import BackgroundDigest
 from neurontrace.readers.base import Progress, Source
 from neurontrace.readers.inputs import inputs_of
 from neurontrace.table.assemble import Assembled, assemble
@@ -49,10 +49,10 @@ class Converted:
 
 def _assemble(src: Source, rank: int | None, progress: Progress | None,
               diag: Diagnostics, workdir: Path | None,
-              digest: Callable[[], str] | None = None) -> tuple[Assembled, dict[bytes, bytes]]:
+              digest: BackgroundDigest | None = None) -> tuple[Assembled, dict[bytes, bytes]]:
     try:
         built = assemble(src, diag, progress, rank=rank, workdir=workdir,
-                         after_read=digest.start if isinstance(digest, BackgroundDigest) else None)
+                         after_read=digest.start if digest is not None else None)
     except SpillLimit as e:
         raise BadInput(f"{src.path}: {e}") from None
     ev = built.events
@@ -113,7 +113,7 @@ class Job:
 
     ``out`` is the output file, or for a dataset the folder written into (a staging
     folder next to a local destination, the destination itself elsewhere); ``previous``
-    the local destination whose unchanged files a staging folder takes over;
+    the local destination folder whose unchanged files a staging folder takes over;
     ``candidates`` the existing files (on ``out.fs``) named as this source's output.
     """
 
@@ -123,7 +123,7 @@ class Job:
     out: Place
     dataset: bool
     candidates: tuple[str, ...] = ()
-    previous: Place | None = None
+    previous: Path | None = None
     force: bool = False
     #: The run's temporary folder (:func:`neurontrace.io.scratch.run_folder`), where the
     #: job makes a folder for its own temporary files; elsewhere (a job on another
@@ -137,17 +137,14 @@ def convert_one(job: Job, progress: Progress | None = None) -> Converted:
     (the output's path on the destination's filesystem) or kept (with the warning counts
     its metadata recorded)."""
     src = job.source
+    digest = BackgroundDigest(src.path)  # started here to compare, else once read
     want: dict[str, Any] = {"format": src.format, "options": {"rank": job.rank}}
-    digest: Callable[[], str]
     if job.candidates and not job.force:
-        want["digest"] = content_digest(src.path)
+        want["digest"] = digest()
         for cand in job.candidates:
             meta = matching(job.out.fs, cand, want)
             if meta is not None:
                 return _keep(job, cand, meta)
-        digest = partial(str, want["digest"])
-    else:
-        digest = BackgroundDigest(src.path)
     diag = Diagnostics()
     local = job.out.local
     with scratch.job_folder(job.scratch, local.parent if local is not None else None) as work:
@@ -172,10 +169,8 @@ def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> Converted:
     rows = pq.read_metadata(found, filesystem=fs).num_rows
     counts = Counter(json.loads(meta.get(S.META_WARNINGS, b"{}")))
     path = found
-    prev = job.previous
-    if prev is not None and prev.local is not None and job.out.local is not None \
-            and Path(found).is_relative_to(prev.local):
-        target = job.out.local / Path(found).relative_to(prev.local)
+    if job.previous is not None and Path(found).is_relative_to(job.previous):
+        target = Path(job.out.path) / Path(found).relative_to(job.previous)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)
         try:
@@ -234,21 +229,32 @@ def convert(
     made: list[Path] = []
     if local is None:
         place.check()
-        folder = _names_folder(dst) or place.kind() == pafs.FileType.Directory
     else:
         atomic.refuse_overlap(srcs, local)
         atomic.check_output(local, folder=None)
-        folder = _names_folder(dst) or local.is_dir()
         made = atomic.make_parent(local)
+    # even one trace makes a dataset in a folder
+    folder = _names_folder(dst) or place.kind() == pafs.FileType.Directory
+    near = local.parent if local is not None else None  # where temporary files go
+    out = Converted()
     try:
-        with scratch.run_folder(local.parent if local is not None else None, local) as work:
-            return _convert(srcs, place, work, folder, fmt, rank, progress, jobs, executor,
-                            address, force)
+        with scratch.run_folder(near, local) as work, scratch.cache_folder(near, work) as cache:
+            sources, out.skipped, dataset = inputs_of(srcs, fmt, cache, out.diagnostics)
+            out.inputs = [s.path for s in sources]
+            run = executor_of(executor, jobs, address) if isinstance(executor, str) else executor
+            if not (dataset or folder):
+                cands = (place.path,) if place.kind() == pafs.FileType.File else ()
+                _record(out, convert_one(Job(sources[0], sources[0].name, rank, place, False,
+                                             cands, None, force, str(work)), progress))
+            elif local is None:
+                _dataset(sources, place, None, rank, force, run, progress, out, work)
+            else:
+                _replace_dataset(local, sources, rank, force, run, progress, out, work)
+        return out
     except BaseException as e:
         atomic.remove_empty(made)  # the folders made for an output never written
         # the disk filled up, or turned read-only, while writing
-        if local is not None and isinstance(e, OSError) \
-                and atomic.errno_of(e) in atomic.FULL_ERRNOS:
+        if local is not None and isinstance(e, OSError) and e.errno in atomic.FULL_ERRNOS:
             raise atomic.cannot_write(local, e) from None
         raise
 
@@ -266,41 +272,23 @@ def written_by_us(path: Path) -> bool:
     return _ours(path)
 
 
-def _convert(srcs: list[PathLike], place: Place, work: Path, folder: bool, fmt: str | None,
-             rank: int | None, progress: Progress | None, jobs: int,
-             executor: str | Executor, address: str | None, force: bool) -> Converted:
-    """:func:`convert`, its checks made, every temporary file in the run folder ``work``;
-    ``folder``: the destination names a folder, so even one trace makes a dataset."""
-    out = Converted()
-    local = place.local
-    with scratch.cache_folder(local.parent if local is not None else None, work) as cache:
-        sources, out.skipped, dataset = inputs_of(srcs, fmt, cache, out.diagnostics)
-        out.inputs = [s.path for s in sources]
-        run = executor if not isinstance(executor, str) else executor_of(executor, jobs, address)
-        if not (dataset or folder):
-            if local is not None:
-                atomic.check_output(local)  # a folder, when one input writes one file
-            cands = (place.path,) if place.kind() == pafs.FileType.File else ()
-            job = Job(sources[0], sources[0].name, rank, place, False, cands, None, force,
-                      str(work))
-            _record(out, convert_one(job, progress))
-            return out
-        if local is None:
-            _dataset(sources, place, None, rank, force, run, progress, out, work)
-            return out
-        atomic.check_output(local, folder=True)
-        foreign = _foreign(local)  # a dataset written before is replaced whole, nothing else
-        if foreign is not None:
-            raise BadInput(f"{local}: a folder that is not a neurontrace dataset (it holds "
-                           f"{foreign.relative_to(local)}); it is not replaced, choose "
-                           "another output")
-        with lock(local):
-            staging = local.with_name(atomic.hidden_name(local.name, "partial"))
-            staging.mkdir(exist_ok=True)
-            _dataset(sources, Place.of(staging), place, rank, force, run, progress, out, work)
-            atomic.replace_dir(staging, local, trash=work)
+def _replace_dataset(local: Path, sources: list[Source], rank: int | None, force: bool,
+                     run: Executor, progress: Progress | None, out: Converted, work: Path
+                     ) -> None:
+    """:func:`_dataset` into the local folder ``local``: built beside it and swapped in
+    whole, one run at a time; only a dataset written before is replaced."""
+    atomic.check_output(local, folder=True)
+    foreign = _foreign(local)
+    if foreign is not None:
+        raise BadInput(f"{local}: a folder that is not a neurontrace dataset (it holds "
+                       f"{foreign.relative_to(local)}); it is not replaced, choose "
+                       "another output")
+    with lock(local):
+        staging = local.with_name(atomic.hidden_name(local.name, "partial"))
+        staging.mkdir(exist_ok=True)
+        _dataset(sources, Place.of(staging), local, rank, force, run, progress, out, work)
+        atomic.replace_dir(staging, local, trash=work)
     out.outputs = [local / Path(p).relative_to(staging) for p in map(str, out.outputs)]
-    return out
 
 
 def _foreign(folder: Path) -> Path | None:
@@ -324,13 +312,13 @@ def _ours(path: Path) -> bool:
     return S.META_SCHEMA_VERSION in meta
 
 
-def _dataset(sources: list[Source], out: Place, previous: Place | None, rank: int | None,
+def _dataset(sources: list[Source], out: Place, previous: Path | None, rank: int | None,
              force: bool, run: Executor, progress: Progress | None,
              result: Converted, work: Path) -> None:
     """Convert (or keep) every source into the folder ``out``, then drop its other files."""
     existing: dict[str, list[str]] = {}
-    for where in (out, previous):
-        for f in where.parquet_files() if where is not None else []:
+    for where in (out, *([] if previous is None else [Place.of(previous)])):
+        for f in where.parquet_files():
             existing.setdefault(posixpath.basename(f), []).append(f)
     names: set[str] = set()
     jobs = []

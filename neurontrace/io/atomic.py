@@ -76,14 +76,6 @@ def hidden_name(name: str, tag: str, room: int = 0) -> str:
     return f".nt-{digest}.{tag}"
 
 
-def errno_of(e: OSError) -> int | None:
-    """``e.errno``, or the one Arrow names in its message (``[errno 28] ...``)."""
-    if e.errno is not None:
-        return e.errno
-    found = re.search(r"\[errno (\d+)\]", str(e), re.IGNORECASE)
-    return int(found.group(1)) if found else None
-
-
 def first_line(e: BaseException) -> str:
     """The first line of an error's message (a filesystem's may run to several)."""
     return (str(e).splitlines() or [type(e).__name__])[0]
@@ -91,9 +83,9 @@ def first_line(e: BaseException) -> str:
 
 def reason(e: OSError) -> str:
     """What the system said of ``e``, on one line, lower case first (``permission
-    denied``): its errno's text, else the first line of its message."""
-    code = errno_of(e)
-    why = os.strerror(code) if code is not None else first_line(e)
+    denied``): its errno's text (pyarrow's errors carry theirs too), else the first line
+    of its message."""
+    why = os.strerror(e.errno) if e.errno is not None else first_line(e)
     return why[:1].lower() + why[1:]
 
 
@@ -260,7 +252,7 @@ def writing(dst: Path, tmp_dir: Path | None = None) -> Iterator[Path]:
         except OSError as e:
             raise cannot_write(dst, e) from None
     except OSError as e:
-        if errno_of(e) in FULL_ERRNOS:
+        if e.errno in FULL_ERRNOS:
             raise cannot_write(dst, e) from None
         raise
     finally:
@@ -289,15 +281,13 @@ def replace_dir(tmp: Path, dst: Path, trash: Path | None = None) -> None:
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """``SIGINT`` and ``SIGTERM`` held back (delivered when the block ends) where the
-    system can (POSIX, the main thread's handlers); elsewhere nothing changes."""
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None or threading.current_thread() is not threading.main_thread():
+    """``SIGINT`` and ``SIGTERM`` held back (delivered when the block ends) in the main
+    thread (where Python runs their handlers); elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    before = mask(signal.SIG_BLOCK, held)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         yield
     finally:
-        mask(signal.SIG_SETMASK, before)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)

@@ -21,6 +21,7 @@ between creating the folder and its lock, or half removed) is removed once it is
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -41,16 +42,9 @@ GRACE = 60.0
 #: output, or ``.neurontrace-cache-<uid>`` in a folder anyone may write to.
 CACHE = ".neurontrace-cache"
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
-
 
 def flock(fd: int, wait: bool) -> bool:
     """Take an exclusive flock on ``fd``; False when another holds it (no ``wait``)."""
-    if fcntl is None:  # pragma: no cover
-        return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except BlockingIOError:
