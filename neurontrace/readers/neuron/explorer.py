@@ -60,56 +60,20 @@ from neurontrace.readers.neuron.explorer_folders import (
     tables,
 )
 from neurontrace.readers.neuron.explorer_rows import (
-    MODEL_KEYS,
-    SYNC_DEVICE_KEYS,
-    SYNC_HOST_KEYS,
     device_rows,
     duration,
-    execution,
     executions,
-    json_int,
+    host_windows,
     start_ns,
     system_rows,
+    timing_rows,
     with_defaults,
 )
 from neurontrace.readers.neuron.explorer_types import conform, importable
 
 BATCH_ROWS = 256 * 1024
-#: System-table columns that place device time (:func:`_host_windows`).
-_TIMING = ["name", "start_ts", "end_ts", "duration_ns", "nc_idx", "flow_id",
-           "extra_attributes_json", "process_id"]
 #: Side tables, by name: their rows (at most :data:`SIDE_ROWS`).
 Side = dict[str, list[dict[str, Any]]]
-
-
-def _host_windows(timing: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """What places device timelines on host time: ``nc_exec_running`` per execution
-    (``nc``, ``pid``, ``model``, ``start``, ``end``, ``execution``) and sync points
-    (``host_ts``, ``device_ts``), from the system table's ``nc_exec_running`` and
-    ``timestamp_sync_point`` rows (columns :data:`_TIMING`)."""
-    parts = [p for p in timing if p.height]
-    df = (pl.concat(parts, how="diagonal_relaxed") if parts  # else: empty, typed alike
-          else pl.DataFrame(schema=dict.fromkeys(_TIMING, pl.String)))
-    df = df.with_columns(N.int_or_label(df.get_column("process_id"))[0].alias("_pid"))
-    ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
-        nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
-        pid=pl.col("_pid").cast(pl.Int64, strict=False),
-        model=json_int("extra_attributes_json", MODEL_KEYS),
-        start=pl.col("start_ts").cast(pl.Int64),
-        end=pl.col("start_ts").cast(pl.Int64) + duration().fill_null(0),
-        execution=execution(df),
-    ).filter(pl.col("start").is_not_null()).with_columns(
-        pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
-            pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
-            pl.col("start").cast(pl.String))).alias(S.EXECUTION))
-    host = ex.group_by("nc", "pid", "model", S.EXECUTION).agg(pl.col("start").min(),
-                                                              pl.col("end").max())
-    syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
-        host_ts=pl.coalesce(json_int("extra_attributes_json", SYNC_HOST_KEYS),
-                            pl.col("start_ts").cast(pl.Int64)),
-        device_ts=json_int("extra_attributes_json", SYNC_DEVICE_KEYS),
-    ).drop_nulls()
-    return host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs
 
 
 class ExplorerReader:
@@ -156,9 +120,8 @@ class _Read:
         timing: list[pl.DataFrame] = []  # the system rows that place device time
         for frame in self._frames(SYSTEM):
             yield N.to_batch(system_rows(frame, self.diag, self.folder))
-            timing.append(with_defaults(frame, _TIMING).select(_TIMING)
-                          .filter(pl.col("name").is_in([N.EXEC_EVENT, N.SYNC_EVENT])))
-        host = _host_windows(timing)
+            timing.append(timing_rows(frame))
+        host = host_windows(timing)
         placements: dict[str, Placement] = {}  # by NeuronCore label, for all the folders
         if self.tables.keys() & set(DEVICE_TABLES):
             yield from self.device_batches(
@@ -248,7 +211,7 @@ class _Read:
                        placements: dict[str, Placement],
                        nc_default: int | None) -> Iterator[pa.RecordBatch]:
         """This folder's device tables, placed on host time by ``host``
-        (:func:`_host_windows`) and this folder's ``side`` tables (``ExecutionInfo``;
+        (:func:`.host_windows`) and this folder's ``side`` tables (``ExecutionInfo``;
         ``Metadata``: :func:`bridge`), each NeuronCore's placement made once in
         ``placements``; rows without an ``nc_idx`` are NeuronCore ``nc_default``'s. With
         ``self.prof`` (a bound device folder) its rows carry the profile's instance and

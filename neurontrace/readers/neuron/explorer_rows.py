@@ -1,4 +1,5 @@
-"""Explorer table rows as event columns: ``SystemProfileEvents`` (:func:`system_rows`),
+"""Explorer table rows as event columns: ``SystemProfileEvents`` (:func:`system_rows`; its
+``nc_exec_running`` and sync points as what places device time: :func:`host_windows`),
 the device tables ``Instruction``, ``DmaPacket``, ``ActiveTime`` (:func:`device_rows`), the
 ``ExecutionInfo`` windows the clock pairs with (:func:`executions`), and the expressions
 they share (:func:`duration`, :func:`execution`, :func:`json_int`)."""
@@ -31,9 +32,9 @@ _DEVICE_OPTIONAL = ("engine", "opcode", "queue_name", "transfer_bytes", "read_by
 #: sync point); the device-time keys are unconfirmed on a real capture.
 _EXEC_KEYS = ("exec_id", "execution_id")
 _SIZE_KEYS = ("size", "bytes")
-MODEL_KEYS = ("model_id",)
-SYNC_DEVICE_KEYS = ("nc_timestamp_ns", "device_timestamp_ns", "device_ts")
-SYNC_HOST_KEYS = ("cpu_timestamp_ns",)
+_MODEL_KEYS = ("model_id",)
+_SYNC_DEVICE_KEYS = ("nc_timestamp_ns", "device_timestamp_ns", "device_ts")
+_SYNC_HOST_KEYS = ("cpu_timestamp_ns",)
 
 
 def with_defaults(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
@@ -76,7 +77,7 @@ def execution(df: pl.DataFrame) -> pl.Expr:
     nc = pl.col("nc_idx").cast(pl.Int64, strict=False)
     return pl.coalesce(
         N.execution_key(nc, exec_id),
-        N.execution_key(nc, flow, json_int("extra_attributes_json", MODEL_KEYS)),
+        N.execution_key(nc, flow, json_int("extra_attributes_json", _MODEL_KEYS)),
     )
 
 
@@ -132,7 +133,7 @@ def system_rows(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFra
         flows(df).alias(S.FLOW_IDS),
         execution(df).alias(S.EXECUTION),
         pl.col("instance_id").cast(pl.String).alias(S.INSTANCE_ID),
-        json_int("extra_attributes_json", MODEL_KEYS).alias(S.MODEL_ID),
+        json_int("extra_attributes_json", _MODEL_KEYS).alias(S.MODEL_ID),
         # pcore_idx here is the physical core within the device (not 0/1 within nc_idx).
         pl.col("pcore_idx").cast(pl.Int64, strict=False).alias(S.DEVICE_CORE),
     )
@@ -191,3 +192,44 @@ def executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.Data
                for r in sorted(rows, key=key)]
     return pl.DataFrame([w for w in windows if None not in w], schema={
         "d_start": pl.Int64, "d_end": pl.Int64}, orient="row")
+
+
+#: System-table columns that place device time (:func:`host_windows`).
+TIMING = ["name", "start_ts", "end_ts", "duration_ns", "nc_idx", "flow_id",
+          "extra_attributes_json", "process_id"]
+
+
+def timing_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows of a system-table frame that place device time (:data:`TIMING`)."""
+    return with_defaults(frame, TIMING).select(TIMING).filter(
+        pl.col("name").is_in([N.EXEC_EVENT, N.SYNC_EVENT]))
+
+
+def host_windows(timing: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What places device timelines on host time: ``nc_exec_running`` per execution
+    (``nc``, ``pid``, ``model``, ``start``, ``end``, ``execution``) and sync points
+    (``host_ts``, ``device_ts``), from the system table's ``nc_exec_running`` and
+    ``timestamp_sync_point`` rows (columns :data:`TIMING`, :func:`timing_rows`)."""
+    parts = [p for p in timing if p.height]
+    df = (pl.concat(parts, how="diagonal_relaxed") if parts  # else: empty, typed alike
+          else pl.DataFrame(schema=dict.fromkeys(TIMING, pl.String)))
+    df = df.with_columns(N.int_or_label(df.get_column("process_id"))[0].alias("_pid"))
+    ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
+        nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
+        pid=pl.col("_pid").cast(pl.Int64, strict=False),
+        model=json_int("extra_attributes_json", _MODEL_KEYS),
+        start=pl.col("start_ts").cast(pl.Int64),
+        end=pl.col("start_ts").cast(pl.Int64) + duration().fill_null(0),
+        execution=execution(df),
+    ).filter(pl.col("start").is_not_null()).with_columns(
+        pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
+            pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
+            pl.col("start").cast(pl.String))).alias(S.EXECUTION))
+    host = ex.group_by("nc", "pid", "model", S.EXECUTION).agg(pl.col("start").min(),
+                                                              pl.col("end").max())
+    syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
+        host_ts=pl.coalesce(json_int("extra_attributes_json", _SYNC_HOST_KEYS),
+                            pl.col("start_ts").cast(pl.Int64)),
+        device_ts=json_int("extra_attributes_json", _SYNC_DEVICE_KEYS),
+    ).drop_nulls()
+    return host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs
