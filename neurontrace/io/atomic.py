@@ -187,27 +187,25 @@ def refuse_overlap(inputs: Iterable[os.PathLike[str] | str], output: os.PathLike
     """BadInput when ``output`` is an input, lies inside an input folder, or is a folder
     that holds an input: writing there would destroy the input.
 
-    Compared by resolved path and by (``st_dev``, ``st_ino``) of the paths and of the
-    folders above them, so that a symlink, a hard link, a bind mount or another spelling
-    of the same place is caught. Missing inputs are left to the reader to report.
+    Compared by (``st_dev``, ``st_ino``) of the paths and of the folders above their
+    resolved paths (an existing place has one identity however it is reached), so that
+    a symlink, a hard link, a bind mount or another spelling of the same place is
+    caught. Missing inputs are left to the reader to report.
     """
     out = Path(os.path.abspath(output))
-    out_real = out.resolve()
     out_id = _identity(out)
-    out_up = _lineage(out_real) | ({out_id} if out_id is not None else set())
+    out_up = _lineage(out.resolve())  # out_id too, when it exists
     for given in inputs:
         src = Path(os.path.abspath(given))
-        src_real = src.resolve()
         src_id = _identity(src)
         if src_id is None:
             continue
-        if src_real == out_real or src_id == out_id:
+        if src_id == out_id:
             raise BadInput(f"{output}: is the input {given}; refusing to write over it")
-        if os.path.isdir(src) and (src_real in out_real.parents or src_id in out_up):
+        if os.path.isdir(src) and src_id in out_up:
             raise BadInput(f"{output}: lies inside the input folder {given}; write it "
                            "elsewhere")
-        if out_id is not None and (out_real in src_real.parents
-                                   or out_id in _lineage(src_real)):
+        if out_id is not None and out_id in _lineage(src.resolve()):
             raise BadInput(f"{output}: holds the input {given}; writing there would "
                            "replace it")
         if out_id is not None and os.path.isdir(src) and os.path.isfile(out) \

@@ -143,12 +143,6 @@ def schema_problem(schema: pa.Schema) -> str | None:
     return None
 
 
-def check(path: Path) -> dict[bytes, bytes]:
-    """Refuse a file that is not ours, has another schema version or another schema;
-    its key-value metadata."""
-    return _footer(path)[0]
-
-
 def is_ours(path: Path) -> bool:
     """A folder holding ``.parquet`` files, or a regular file starting with Parquet's
     magic bytes (nothing else is opened: a FIFO would block)."""
@@ -197,7 +191,7 @@ def scan(path: str | os.PathLike[str]) -> pl.LazyFrame:
     Each file numbers its rows from 0; in a dataset folder the rows of the second file
     and on are offset (with the ``parent`` and ``framework_row`` that point at them) so
     that ``row`` stays unique in the whole frame. Every file's footer is checked first
-    (:func:`check`); its pages are read only when the frame is collected.
+    (:func:`_footer`); its pages are read only when the frame is collected.
     """
     files = _parts(path)
     _scans[0] += 1
@@ -263,8 +257,9 @@ def offset_rows(lf: pl.LazyFrame, offset: int) -> pl.LazyFrame:
 
 
 def file_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The ``neurontrace.*`` metadata of one file, JSON-decoded."""
-    meta = check(Path(path))
+    """The ``neurontrace.*`` metadata of one file, JSON-decoded (a file not ours, or of
+    another schema, is refused: :func:`_footer`)."""
+    meta, _ = _footer(Path(path))
     out: dict[str, Any] = {}
     for k, v in meta.items():
         if k.startswith(S.META_PREFIX):
