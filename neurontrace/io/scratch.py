@@ -152,23 +152,14 @@ def cache_folder(parent: Path | None, run: Path) -> Iterator[Path]:
     path = where / f"{CACHE}-{os.geteuid()}"
     made, st = False, None
     for _ in range(3):  # another run may remove the folder it made between our two calls
-        try:
+        with suppress(OSError):  # there already, or not to be made (then lstat fails too)
             path.mkdir(mode=0o700)
             made = True
-        except FileExistsError:
-            pass
-        except OSError:
-            break
-        try:
+        with suppress(FileNotFoundError):
             st = os.lstat(path)
             break
-        except FileNotFoundError:
-            continue
-    if st is None:
-        yield _private(run)
-        return
     try:
-        yield path if private_folder(st) else _private(run)
+        yield path if st is not None and private_folder(st) else _private(run)
     finally:
         if made:
             with suppress(OSError):
