@@ -41,7 +41,7 @@ def importable(batch: pa.RecordBatch, path: Path) -> tuple[pl.DataFrame, list[No
     notes: list[Note] = []
     for i in reversed(range(batch.num_columns)):
         field = batch.schema.field(i)
-        if polars_takes(field.type):
+        if polars_type(field.type) is not None:
             continue
         try:
             batch = batch.set_column(i, pa.field(field.name, pa.string()),
@@ -52,31 +52,15 @@ def importable(batch: pa.RecordBatch, path: Path) -> tuple[pl.DataFrame, list[No
             batch = batch.remove_column(i)
             notes.append(("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
                           f"{field.type}, which cannot be read; left out", 1))
-    bare = pa.schema([pa.field(f.name, _bare(f.type)) for f in batch.schema])
-    if not bare.equals(batch.schema, check_metadata=True):  # keys or values that are not
-        batch = batch.cast(bare)  # UTF-8 make Polars panic; neither is used
+    bare = pa.schema([pa.field(f.name, polars_type(f.type) or f.type) for f in batch.schema])
+    if not bare.equals(batch.schema, check_metadata=True):
+        batch = batch.cast(bare)
     try:
         df = pl.from_arrow(batch)
     except (pl.exceptions.PolarsError, pa.ArrowException) as e:
         raise BadInput(f"{shown(path)}: cannot be read ({one_line(str(e))})") from None
     assert isinstance(df, pl.DataFrame)
     return df, notes
-
-
-def _bare(t: pa.DataType) -> pa.DataType:
-    """``t`` with no key-value metadata on the fields nested in it."""
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _bare(f.type), f.nullable)
-                          for f in (t.field(i) for i in range(t.num_fields))])
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        inner = pa.field(t.value_field.name, _bare(t.value_type), t.value_field.nullable)
-        if pa.types.is_fixed_size_list(t):
-            return pa.list_(inner, t.list_size)
-        return pa.large_list(inner) if pa.types.is_large_list(t) else pa.list_(inner)
-    if pa.types.is_map(t):
-        return pa.map_(_bare(t.key_type), pa.field(t.item_field.name, _bare(t.item_type),
-                                                   t.item_field.nullable))
-    return t
 
 
 #: Arrow types of no nesting that Polars takes, each as its ``pyarrow.types`` test.
@@ -86,21 +70,37 @@ _PLAIN = tuple(getattr(pa.types, f"is_{kind}") for kind in (
     "timestamp", "duration"))
 
 
-def polars_takes(t: pa.DataType) -> bool:
-    """True for an Arrow type :func:`polars.from_arrow` takes (checked, not tried: some
-    types make it panic)."""
+def polars_type(t: pa.DataType) -> pa.DataType | None:
+    """``t`` as :func:`polars.from_arrow` takes it: with no key-value metadata on the
+    fields nested in it (keys or values that are not UTF-8 make Polars panic; neither is
+    used); None for a type Polars does not take (checked, not tried: some types make it
+    panic)."""
     if pa.types.is_dictionary(t):
-        return pa.types.is_integer(t.index_type) and polars_takes(t.value_type)
-    if (pa.types.is_list(t) or pa.types.is_large_list(t)
-            or pa.types.is_fixed_size_list(t)):
-        return polars_takes(t.value_type)
+        takes = pa.types.is_integer(t.index_type) and polars_type(t.value_type) is not None
+        return t if takes else None
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        inner = polars_type(t.value_type)
+        if inner is None:
+            return None
+        item = pa.field(t.value_field.name, inner, t.value_field.nullable)
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(item, t.list_size)
+        return pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
     if pa.types.is_map(t):
-        return polars_takes(t.key_type) and polars_takes(t.item_type)
+        key, value = polars_type(t.key_type), polars_type(t.item_type)
+        if key is None or value is None:
+            return None
+        return pa.map_(key, pa.field(t.item_field.name, value, t.item_field.nullable))
     if pa.types.is_struct(t):
-        return all(polars_takes(t.field(i).type) for i in range(t.num_fields))
+        fields = [t.field(i) for i in range(t.num_fields)]
+        types = [polars_type(f.type) for f in fields]
+        if any(b is None for b in types):
+            return None
+        return pa.struct([pa.field(f.name, b, f.nullable)
+                          for f, b in zip(fields, types, strict=True)])
     if pa.types.is_decimal(t):
-        return pa.types.is_decimal128(t)
-    return any(is_(t) for is_ in _PLAIN)
+        return t if pa.types.is_decimal128(t) else None
+    return t if any(is_(t) for is_ in _PLAIN) else None
 
 
 def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, list[Note]]:
