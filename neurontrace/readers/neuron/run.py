@@ -210,16 +210,13 @@ def merge(parts: list[tuple[str, Path, Events]], cap: Capture, out: Events,
             if isinstance(b, Flows):  # a Kineto part's flow events, as they come
                 yield b
                 continue
-            b = conform(b)
-            if neuron_part:
-                if kineto:
-                    keep = pc.not_equal(b.column(S.LAYER), S.FRAMEWORK)
-                    dropped += b.num_rows - pc.sum(keep).as_py() if b.num_rows else 0
-                    b = b.filter(keep)
-                if base:
-                    b = _set(b, S.START_NS, pc.subtract(b.column(S.START_NS), base))
-                b = _fill(b, S.PID, pa.scalar(cap.pid, pa.int64()))
-            b = _fill(b, S.INSTANCE_ID, pa.scalar(cap.instance, pa.string()))
+            fill = {S.INSTANCE_ID: pa.scalar(cap.instance, pa.string()),
+                    **({S.PID: pa.scalar(cap.pid, pa.int64())} if neuron_part else {})}
+            b = conform(b, base if neuron_part else 0, fill)
+            if neuron_part and kineto:
+                keep = pc.not_equal(b.column(S.LAYER), S.FRAMEWORK)
+                dropped += b.num_rows - pc.sum(keep).as_py() if b.num_rows else 0
+                b = b.filter(keep)
             yield b
         if not neuron_part:
             base = int(ev.clock.get("base_time_ns") or 0)
@@ -244,21 +241,17 @@ def merge(parts: list[tuple[str, Path, Events]], cap: Capture, out: Events,
     }
 
 
-def conform(b: pa.RecordBatch) -> pa.RecordBatch:
-    """A batch of any reader, as a batch of :data:`MERGED_SCHEMA`."""
+def conform(b: pa.RecordBatch, shift: int, fill: dict[str, pa.Scalar]) -> pa.RecordBatch:
+    """A batch of any reader, as a batch of :data:`MERGED_SCHEMA`: its ``start_ns`` less
+    ``shift``, the nulls of the columns named in ``fill`` filled with their value."""
     cols = []
     for f in MERGED_SCHEMA:
         i = b.schema.get_field_index(f.name)
         arr = b.column(i) if i >= 0 else pa.nulls(b.num_rows, f.type)
-        cols.append(arr.cast(f.type) if arr.type != f.type else arr)
+        arr = arr.cast(f.type) if arr.type != f.type else arr
+        if f.name == S.START_NS and shift:
+            arr = pc.subtract(arr, shift)
+        if f.name in fill and arr.null_count:
+            arr = pc.fill_null(arr, fill[f.name])
+        cols.append(arr)
     return pa.RecordBatch.from_arrays(cols, schema=MERGED_SCHEMA)
-
-
-def _set(b: pa.RecordBatch, name: str, arr: pa.Array) -> pa.RecordBatch:
-    i = b.schema.get_field_index(name)
-    return b.set_column(i, b.schema.field(i), arr)
-
-
-def _fill(b: pa.RecordBatch, name: str, value: pa.Scalar) -> pa.RecordBatch:
-    col = b.column(b.schema.get_field_index(name))
-    return _set(b, name, pc.fill_null(col, value)) if col.null_count else b
