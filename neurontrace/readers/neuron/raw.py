@@ -46,7 +46,7 @@ from pathlib import Path
 
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, ToolMissing
-from neurontrace.io import scratch
+from neurontrace.io import atomic, scratch
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress, Source
 from neurontrace.readers.neuron.explorer import read_folder
@@ -258,8 +258,7 @@ def explorer_output(args: list[str], capture: Path,
             raise BadInput(f"{capture}: {EXPLORER} view failed (exit {done.returncode}): "
                            f"{last}")
         (tmp / _DONE).write_text(want + "\n" + shlex.join(command))
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(tmp, out)
+        atomic.replace_dir(tmp, out, trash=work)  # over an entry without its mark
     return _found(out, capture, EXPLORER)
 
 
