@@ -117,10 +117,13 @@ def system_rows(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFra
     pid, pid_label = N.int_or_label(df.get_column("process_id"))
     tid, tid_label = N.int_or_label(df.get_column("thread_id"))
     nc = pl.col("nc_idx").cast(pl.Int64, strict=False)
-    out = df.with_columns(
+    name = pl.col("name").cast(pl.String).fill_null("")
+    # pcore_idx here is the physical core within the device (not 0/1 within nc_idx).
+    pcore = pl.col("pcore_idx").cast(pl.Int64, strict=False)
+    return df.with_columns(  # each column from df's (args too)
         layer.alias(S.LAYER),
         src.alias(S.CATEGORY),
-        pl.col("name").cast(pl.String).fill_null("").alias(S.NAME),
+        name.alias(S.NAME),
         pl.when(duration().is_not_null()).then(pl.lit(S.SPAN))
         .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
         start_ns(df, diag, f"{shown(folder)}/{SYSTEM}").alias(S.START_NS),
@@ -134,18 +137,12 @@ def system_rows(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFra
         execution(df).alias(S.EXECUTION),
         pl.col("instance_id").cast(pl.String).alias(S.INSTANCE_ID),
         json_int("extra_attributes_json", _MODEL_KEYS).alias(S.MODEL_ID),
-        # pcore_idx here is the physical core within the device (not 0/1 within nc_idx).
-        pl.col("pcore_idx").cast(pl.Int64, strict=False).alias(S.DEVICE_CORE),
-    )
-    out = out.with_columns(
-        pl.when(pl.col(S.LAYER) == S.DEVICE)
-        # pcore_idx here is the physical core within the device (not 0/1 within nc_idx).
-        .then(N.device_track(nc, pl.col(S.NAME), pl.col("pcore_idx"), "device core"))
+        pcore.alias(S.DEVICE_CORE),
+        pl.when(layer == S.DEVICE).then(N.device_track(nc, name, pcore, "device core"))
         .alias(S.TRACK),
+        N.args_json(df, ["id", "pcore_idx", "worker_gid", *extra, "extra_attributes_json"],
+                    raw_json="extra_attributes_json"),
     )
-    args = N.args_json(df, ["id", "pcore_idx", "worker_gid", *extra, "extra_attributes_json"],
-                       raw_json="extra_attributes_json")
-    return out.with_columns(args)
 
 
 def device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
