@@ -78,12 +78,12 @@ KIND_DIRECTIONS = {"1": S.H2D, "2": S.D2H, "3": S.D2D}
 
 
 def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr,
-         arg_direction: pl.Expr | None = None) -> pl.Expr:
+         arg_direction: pl.Expr) -> pl.Expr:
     """The ``role`` of each row from its layer (already mapped from the category), its
     Kineto category, name and kind, and the direction its args give
-    (:func:`arg_direction`; none when not given) (see the module docstring)."""
+    (:func:`arg_direction`) (see the module docstring)."""
     cat = category.fill_null("")
-    moves = arg_direction.is_not_null() if arg_direction is not None else pl.lit(False)
+    moves = arg_direction.is_not_null()
     by_category = cat.replace_strict(DEVICE_ROLES, default=S.COMPUTE, return_dtype=pl.String)
     device = (
         pl.when(name.is_in(WAIT_NAMES)).then(pl.lit(S.WAIT))
@@ -160,17 +160,16 @@ def direction(role_: pl.Expr, layer: pl.Expr, category: pl.Expr, name: pl.Expr,
 
 
 def classify(frame: pl.DataFrame) -> pl.DataFrame:
-    """``role`` and ``direction`` of rows having ``layer, category, name, kind`` (and
-    ``args``, read only for the few rows that may carry a direction: device rows whose
+    """``role`` and ``direction`` of rows having ``layer, category, name, kind`` and
+    ``args`` (read only for the few rows that may carry a direction: device rows whose
     args hold a ``"direction"`` key, and transfers)."""
     moving = pl.Series(S.DIRECTION, [None] * frame.height, pl.String)
-    if S.ARGS in frame.columns:
-        mentions = (frame.get_column(S.LAYER) == S.DEVICE) & frame.get_column(S.ARGS).str.contains(
-            '"direction"', literal=True).fill_null(False)
-        where = mentions.arg_true()
-        if where.len():
-            moving = moving.scatter(where, frame[where].select(
-                arg_direction(pl.col(S.ARGS))).to_series())
+    mentions = (frame.get_column(S.LAYER) == S.DEVICE) & frame.get_column(S.ARGS).str.contains(
+        '"direction"', literal=True).fill_null(False)
+    where = mentions.arg_true()
+    if where.len():
+        moving = moving.scatter(where, frame[where].select(
+            arg_direction(pl.col(S.ARGS))).to_series())
     roles = frame.select(
         role(pl.col(S.LAYER), pl.col(S.CATEGORY), pl.col(S.NAME), pl.col(S.KIND),
              pl.lit(moving)).alias(S.ROLE)
@@ -179,8 +178,7 @@ def classify(frame: pl.DataFrame) -> pl.DataFrame:
     out = pl.Series(S.DIRECTION, [None] * frame.height, pl.String)
     if where.len():
         sub = frame[where].with_columns(roles.gather(where).alias(S.ROLE))
-        args = pl.col(S.ARGS) if S.ARGS in sub.columns else pl.lit(None, pl.String)
         found = sub.select(direction(pl.col(S.ROLE), pl.col(S.LAYER), pl.col(S.CATEGORY),
-                                     pl.col(S.NAME), args)).to_series()
+                                     pl.col(S.NAME), pl.col(S.ARGS))).to_series()
         out = out.scatter(where, found)
     return pl.DataFrame([roles, out])
