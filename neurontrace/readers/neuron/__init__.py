@@ -156,7 +156,8 @@ def device_track(nc: pl.Expr, lane: pl.Expr, pcore: pl.Expr | None = None,
 
 
 def device_spans(df: pl.DataFrame, table: str, name: pl.Expr, nc: pl.Expr, lane: pl.Expr,
-                 *more: pl.Expr | str, pcore: pl.Expr | None = None) -> pl.DataFrame:
+                 *more: pl.Expr | pl.Series | str,
+                 pcore: pl.Expr | None = None) -> pl.DataFrame:
     """The rows of the device table ``table`` as spans called ``name`` on the track
     ``lane`` of NeuronCore ``nc`` (and physical core ``pcore``: :func:`device_track`),
     with the columns ``more``."""

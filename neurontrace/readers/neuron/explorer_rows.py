@@ -166,9 +166,8 @@ def device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
     used = {"_nc", S.START_NS, S.DUR_NS, *_DEVICE_USED}
     present = [c for c in df.columns if c not in used
                and not (c in _DEVICE_OPTIONAL and df.get_column(c).null_count() == df.height)]
-    rows = N.device_spans(df, table, name, nc, lane, S.START_NS, S.DUR_NS, pcore.alias(S.PCORE),
-                          moved.alias(S.BYTES), pcore=pcore)
-    return rows.with_columns(N.args_json(df, present))
+    return N.device_spans(df, table, name, nc, lane, S.START_NS, S.DUR_NS, pcore.alias(S.PCORE),
+                          moved.alias(S.BYTES), N.args_json(df, present), pcore=pcore)
 
 
 def executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.DataFrame | None:

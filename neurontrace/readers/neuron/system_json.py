@@ -122,7 +122,7 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
         .when(pl.col("name").is_in(list(N.HARDWARE_EVENTS))).then(pl.lit(S.DEVICE))
         .otherwise(pl.lit(S.RUNTIME))
     )
-    out = df.select(
+    return df.select(
         layer.alias(S.LAYER),
         pl.coalesce("type_text", "group").alias(S.CATEGORY),
         pl.col("name").alias(S.NAME),
@@ -138,8 +138,6 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
         pl.when(layer == S.DEVICE).then(
             N.device_track(pl.col("lnc"), pl.col("name"), pl.col("core"))
         ).alias(S.TRACK),
-    )
-    return out.with_columns(
         pid.alias(S.PID), tid.alias(S.TID), pid_label.alias(S.PID_LABEL),
         tid_label.alias(S.TID_LABEL), _args(items, _SYSTEM_USED),
     )
