@@ -124,7 +124,7 @@ def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, lis
         if out is s:
             continue
         if out is None:
-            if name in REQUIRED.get(table, ()):
+            if name in REQUIRED[table]:
                 raise BadInput(f"{shown(path)}: column {name!r} is {dtype}, not "
                                f"{expected}")
             notes.append(("explorer_column_type", f"{shown(path)}: column {name!r} is "
@@ -137,9 +137,7 @@ def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, lis
                           f"{name!r} ({dtype}) are not {expected}; read as missing",
                           lost))
         fixed.append(out.alias(name))
-    if fixed:
-        df = df.with_columns(fixed)
-    return (df.drop(dropped) if dropped else df), notes
+    return df.with_columns(fixed).drop(dropped), notes
 
 
 def _to_int(s: pl.Series) -> pl.Series | None:
