@@ -206,8 +206,9 @@ def convert(
     spelling, a link, a file also inside a folder given) is converted once.
 
     Inputs are never written to: a ``dst`` that is an input, lies inside an input folder
-    or holds an input is refused before anything is written (resolved paths and
-    ``st_dev``/``st_ino`` compared, see :func:`neurontrace.io.atomic.refuse_overlap`), and
+    or holds an input is refused before anything is written (``st_dev``/``st_ino`` of
+    the paths and of the folders above them compared, see
+    :func:`neurontrace.io.atomic.refuse_overlap`), and
     so is one that exists but is not a regular file, or, for a dataset, not a folder of
     our Parquet files (a device, a FIFO, a folder of other files).
 

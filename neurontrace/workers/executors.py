@@ -122,11 +122,9 @@ class Processes:
                         error = error or WorkerDied(
                             "a convert worker process ended without answering (killed, "
                             "or out of memory)")
-                        continue
                     except Exception as e:  # noqa: BLE001 - the job's error, raised below
                         error = error or e
-                        continue
-                    if error is not None:
+                    if error is not None:  # results ignored, no job started, after one
                         continue
                     if f not in workers.ready:  # a job's result, not a worker saying it started
                         done(value)
