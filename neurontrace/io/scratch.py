@@ -52,39 +52,39 @@ def flock(fd: int, wait: bool) -> bool:
     return True
 
 
-def clean_stale(parent: Path) -> list[Path]:
+def clean_stale(parent: Path) -> None:
     """Remove the run folders in ``parent`` that no live process holds (see the module
-    doc); the folders removed."""
-    removed: list[Path] = []
+    doc)."""
     try:
         entries = [e for e in os.scandir(parent) if e.name.startswith(PREFIX)]
     except OSError:
-        return removed
-    me = os.geteuid()
+        return
     for entry in entries:
-        path = Path(entry.path)
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
-            continue  # a symlink, a file, another user's: not ours to judge
-        try:
-            fd = os.open(path / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            if time.time() - st.st_mtime > GRACE:
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path)
-            continue
-        except OSError:
-            continue
-        try:
-            if flock(fd, wait=False):
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path)
-        finally:
-            os.close(fd)
-    return removed
+        if _abandoned(entry):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _abandoned(entry: os.DirEntry[str]) -> bool:
+    """Whether the run folder ``entry`` is this user's and held by no live process: its
+    lock can be taken without waiting, or it has none and is :data:`GRACE` seconds old.
+    (Once abandoned, a folder is never taken again: its lock may be let go before it
+    is removed.)"""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return False  # a symlink, a file, another user's: not ours to judge
+    try:
+        fd = os.open(Path(entry.path, LOCK), os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return time.time() - st.st_mtime > GRACE
+    except OSError:
+        return False
+    try:
+        return flock(fd, wait=False)
+    finally:
+        os.close(fd)
 
 
 @contextmanager
