@@ -165,8 +165,7 @@ def convert_one(job: Job, progress: Progress | None = None) -> Converted:
 
 
 def _keep(job: Job, found: str, meta: dict[bytes, bytes]) -> Converted:
-    fs = job.out.fs
-    rows = pq.read_metadata(found, filesystem=fs).num_rows
+    rows = pq.read_metadata(found, filesystem=job.out.fs).num_rows
     counts = Counter(json.loads(meta.get(S.META_WARNINGS, b"{}")))
     path = found
     if job.previous is not None and Path(found).is_relative_to(job.previous):
@@ -328,14 +327,11 @@ def _dataset(sources: list[Source], out: Place, previous: Path | None, rank: int
         cands = tuple(existing.get(f"{name}.parquet", ()))
         jobs.append(Job(source, name, rank, out, True, cands, previous, force, str(work)))
     total = sum(_size(s.path) for s in sources)
-    finished = 0
 
-    def done(d: Converted) -> None:
-        nonlocal finished
+    def done(d: Converted) -> None:  # one output per job, added to none before
         _record(result, d)
-        finished += 1
         if progress is not None:
-            progress(total * finished // len(jobs), total)
+            progress(total * len(result.outputs) // len(jobs), total)
 
     fn: Callable[[Job], Converted] = convert_one
     if isinstance(run, Serial) and progress is not None:
