@@ -161,6 +161,7 @@ class _Read:
         it as (:func:`conform`); warnings about types are given on the full read only
         (``columns`` None), which every event table has once."""
         event_table = table in (SYSTEM, *DEVICE_TABLES)
+        warn = self._warn if columns is None else lambda code, message, n: None
         for f in self.tables.get(table, []):
             try:
                 pf = pq.ParquetFile(f)
@@ -170,13 +171,8 @@ class _Read:
                     raise BadInput(f"{shown(f)}: column {twice[0]!r} appears more than once")
                 cols = None if columns is None else [c for c in columns if c in names]
                 for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
-                    df, notes = importable(b, f)
-                    if event_table:
-                        df, more = conform(df, table, f)
-                        notes += more
-                    if columns is None:
-                        self._note(notes)
-                    yield df
+                    df = importable(b, f, warn)
+                    yield conform(df, table, f, warn) if event_table else df
             except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
                 raise BadInput(f"{shown(f)}: not a readable Parquet file "
                                f"({one_line(str(e))})") from None
@@ -185,12 +181,11 @@ class _Read:
                 if self.progress is not None:
                     self.progress(self.done, self.total)
 
-    def _note(self, notes: list[tuple[str, str, int]]) -> None:
-        """Record ``(code, message, count)`` warnings, each message once per read."""
-        for code, message, n in notes:
-            if message not in self.noted:
-                self.noted.add(message)
-                self.diag.warn(code, message, n)
+    def _warn(self, code: str, message: str, n: int) -> None:
+        """Warn, each message once per read."""
+        if message not in self.noted:
+            self.noted.add(message)
+            self.diag.warn(code, message, n)
 
     def _side(self, names: tuple[str, ...]) -> Side:
         """The rows of the side tables ``names`` this folder has."""

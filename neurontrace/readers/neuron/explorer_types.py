@@ -14,8 +14,8 @@ from neurontrace.errors import BadInput, one_line, shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.neuron.explorer_folders import DEVICE_TABLES, SYSTEM
 
-#: A warning about a table's columns: (code, message, count).
-Note = tuple[str, str, int]
+#: Where warnings about a table's columns go: (code, message, count).
+Warn = Callable[[str, str, int], None]
 
 #: How each event-table column is read: as integers (int64), as text, as integers where
 #: they are, else as text (``int_or_label``: ``id``), as a list of flow ids (or text
@@ -34,11 +34,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {SYSTEM: ("name", "start_ts"),
                                         **{t: ("start_ts",) for t in DEVICE_TABLES}}
 
 
-def importable(batch: pa.RecordBatch, path: Path) -> tuple[pl.DataFrame, list[Note]]:
+def importable(batch: pa.RecordBatch, path: Path, warn: Warn) -> pl.DataFrame:
     """``batch`` as a Polars frame. A column of an Arrow type Polars does not take (a
     256-bit decimal, an interval, a union: Polars errors or panics on them) is read as
     text where Arrow can cast it to text, else left out; either with a warning."""
-    notes: list[Note] = []
     for i in reversed(range(batch.num_columns)):
         field = batch.schema.field(i)
         if polars_type(field.type) is not None:
@@ -46,12 +45,12 @@ def importable(batch: pa.RecordBatch, path: Path) -> tuple[pl.DataFrame, list[No
         try:
             batch = batch.set_column(i, pa.field(field.name, pa.string()),
                                      batch.column(i).cast(pa.string()))
-            notes.append(("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
-                          f"{field.type}; read as text", 1))
+            warn("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
+                 f"{field.type}; read as text", 1)
         except pa.ArrowException:
             batch = batch.remove_column(i)
-            notes.append(("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
-                          f"{field.type}, which cannot be read; left out", 1))
+            warn("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
+                 f"{field.type}, which cannot be read; left out", 1)
     bare = pa.schema([pa.field(f.name, polars_type(f.type) or f.type) for f in batch.schema])
     if not bare.equals(batch.schema, check_metadata=True):
         batch = batch.cast(bare)
@@ -60,7 +59,7 @@ def importable(batch: pa.RecordBatch, path: Path) -> tuple[pl.DataFrame, list[No
     except (pl.exceptions.PolarsError, pa.ArrowException) as e:
         raise BadInput(f"{shown(path)}: cannot be read ({one_line(str(e))})") from None
     assert isinstance(df, pl.DataFrame)
-    return df, notes
+    return df
 
 
 #: Arrow types of no nesting that Polars takes, each as its ``pyarrow.types`` test.
@@ -103,7 +102,7 @@ def polars_type(t: pa.DataType) -> pa.DataType | None:
     return t if any(is_(t) for is_ in _PLAIN) else None
 
 
-def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, list[Note]]:
+def conform(df: pl.DataFrame, table: str, path: Path, warn: Warn) -> pl.DataFrame:
     """An event table's frame with each column of the type this reader reads it as
     (:data:`KINDS`; any other column, kept in ``args``, as something Polars encodes as
     JSON: bytes as
@@ -114,7 +113,6 @@ def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, lis
     missing = [c for c in REQUIRED[table] if c not in df.columns]
     if missing:
         raise BadInput(f"{shown(path.parent)}/{table}: no {missing[0]} column")
-    notes: list[Note] = []
     fixed: list[pl.Series] = []
     dropped: list[str] = []
     for name, dtype in df.schema.items():
@@ -127,17 +125,16 @@ def conform(df: pl.DataFrame, table: str, path: Path) -> tuple[pl.DataFrame, lis
             if name in REQUIRED[table]:
                 raise BadInput(f"{shown(path)}: column {name!r} is {dtype}, not "
                                f"{expected}")
-            notes.append(("explorer_column_type", f"{shown(path)}: column {name!r} is "
-                          f"{dtype}, not {expected}; left out", 1))
+            warn("explorer_column_type", f"{shown(path)}: column {name!r} is "
+                 f"{dtype}, not {expected}; left out", 1)
             dropped.append(name)
             continue
         lost = out.null_count() - s.null_count()
         if lost > 0:
-            notes.append(("explorer_bad_value", f"{shown(path)}: {lost} value(s) of column "
-                          f"{name!r} ({dtype}) are not {expected}; read as missing",
-                          lost))
+            warn("explorer_bad_value", f"{shown(path)}: {lost} value(s) of column "
+                 f"{name!r} ({dtype}) are not {expected}; read as missing", lost)
         fixed.append(out.alias(name))
-    return df.with_columns(fixed).drop(dropped), notes
+    return df.with_columns(fixed).drop(dropped)
 
 
 def _to_int(s: pl.Series) -> pl.Series | None:
