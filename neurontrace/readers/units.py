@@ -34,11 +34,7 @@ def microseconds_to_ns(values: Sequence[bytes]) -> tuple[pa.Array, list[int]]:
     fast = _fast_ns(joined, n) if n else None
     if fast is not None:
         return fast, []
-    if joined.count(b"\n") == n - 1:  # no value holds a newline: split them apart again
-        texts = joined.decode("utf-8", errors="replace").split("\n") if n else []
-    else:  # (a value that is an array written over lines)
-        texts = [bytes(v).decode("utf-8", errors="replace") for v in values]
-    return decimal_text_to_ns(texts)
+    return decimal_text_to_ns(bytes(v).decode("utf-8", errors="replace") for v in values)
 
 
 #: The range of int64 (of nanoseconds).
