@@ -317,7 +317,7 @@ def _dataset(sources: list[Source], out: Place, previous: Path | None, rank: int
              result: Converted, work: Path) -> None:
     """Convert (or keep) every source into the folder ``out``, then drop its other files."""
     existing: dict[str, list[str]] = {}
-    for where in (out, *([] if previous is None else [Place.of(previous)])):
+    for where in [out] + ([Place.of(previous)] if previous is not None else []):
         for f in where.parquet_files():
             existing.setdefault(posixpath.basename(f), []).append(f)
     names: set[str] = set()
