@@ -53,7 +53,7 @@ CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, S.PID_LABEL, S.TID_LABEL, S.TRACK, S
                S.ROLE)
 #: Narrow columns every reader may leave out, and their types once filled with nulls.
 _OPTIONAL = {c: pl.Categorical if c in CATEGORICAL else pl.Int64 for c in NARROW
-             if c not in (S.START_NS, S.DUR_NS, S.TRACK, S.FLOW_IDS, S.MODEL_ID, S.ROLE)}
+             if c not in (S.START_NS, S.DUR_NS, S.TRACK, S.FLOW_IDS)}
 
 
 #: Environment variable: bytes one spill may write (suffixes K, M, G, T: powers of 1024).
@@ -294,51 +294,33 @@ def frame(data: pa.Table | pa.RecordBatch) -> pl.DataFrame:
 
 
 class Parts:
-    """Frames by key (a bucket, a row range), each appended a frame at a time: Arrow IPC
-    stream files in ``folder``, one per key, or (``folder`` None) frames in memory."""
+    """Frames by key (a bucket, a row range), each appended a frame at a time: held in
+    memory or (``folder`` given) each in an Arrow IPC stream file of its own there."""
 
     def __init__(self, folder: Path | None, stem: str) -> None:
         self.folder = folder
         self.stem = stem
-        self._open: dict[int, Writer] = {}
-        self._held: dict[int, list[pl.DataFrame]] = {}
-
-    def path(self, key: int) -> Path:
-        assert self.folder is not None
-        return self.folder / f"{self.stem}-{key}.arrow"
+        self._pieces: dict[int, list[pl.DataFrame | Path]] = {}
 
     def write(self, key: int, frame: pl.DataFrame) -> None:
+        pieces = self._pieces.setdefault(key, [])
         if self.folder is None:
-            self._held.setdefault(key, []).append(frame)
+            pieces.append(frame)
             return
         table = frame.to_arrow()
-        out = self._open.get(key)
-        if out is None:
-            out = self._open[key] = Writer(self.path(key), table.schema)
-        out.write(table)
-
-    def close(self) -> None:
-        opened, self._open = self._open, {}
-        for out in opened.values():
-            out.close()
+        pieces.append(self.folder / f"{self.stem}-{key}-{len(pieces)}.arrow")
+        with pa.OSFile(str(pieces[-1]), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as out:
+            out.write(table)
 
     def read(self, key: int) -> pl.DataFrame | None:
-        if self.folder is None:
-            held = self._held.get(key)
-            if held is None:
-                return None
-            return held[0] if len(held) == 1 else pl.concat(held)
-        path = self.path(key)
-        if not path.exists():
-            return None
-        with pa.OSFile(str(path), "rb") as f:
-            return frame(pa.ipc.open_stream(f).read_all())
+        frames = [p if isinstance(p, pl.DataFrame) else _read_all(p)
+                  for p in self._pieces.get(key, [])]
+        return (frames[0] if len(frames) == 1 else pl.concat(frames)) if frames else None
 
     def remove(self, key: int) -> None:
-        if self.folder is None:
-            self._held.pop(key, None)
-        else:
-            self.path(key).unlink(missing_ok=True)
+        for p in self._pieces.pop(key, []):
+            if isinstance(p, Path):
+                p.unlink(missing_ok=True)
 
     def each(self, keys: int) -> Iterator[pl.DataFrame]:
         """The frames of keys 0 to ``keys`` - 1, in order (keys without any left out)."""
@@ -358,16 +340,18 @@ class Parts:
 
     def map(self, keys: int, into: Parts, how: Callable[[int, pl.DataFrame], pl.DataFrame]
             ) -> None:
-        """Write ``how(k, frame)`` to ``into`` (closed at the end) for the frame of each
-        key ``k`` below ``keys``, which is then removed from these."""
-        try:
-            for k in range(keys):
-                frame = self.read(k)
-                if frame is not None:
-                    into.write(k, how(k, frame))
-                    self.remove(k)
-        finally:
-            into.close()
+        """Write ``how(k, frame)`` to ``into`` for the frame of each key ``k`` below
+        ``keys``, which is then removed from these."""
+        for k in range(keys):
+            frame = self.read(k)
+            if frame is not None:
+                into.write(k, how(k, frame))
+                self.remove(k)
+
+
+def _read_all(path: Path) -> pl.DataFrame:
+    with pa.OSFile(str(path), "rb") as f:
+        return frame(pa.ipc.open_stream(f).read_all())
 
 
 def read_batches(path: Path) -> Iterator[pa.RecordBatch]:

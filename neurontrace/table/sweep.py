@@ -54,7 +54,7 @@ from neurontrace.table.flows import (
     warn_unbound,
     with_flows,
 )
-from neurontrace.table.linking import COLUMNS, Linker
+from neurontrace.table.linking import COLUMNS, links
 from neurontrace.table.nesting import at_positions, depths, in_order, nearest, parents_in_order
 from neurontrace.table.spill import Parts, SpilledFrames, complete, memory_rows, rows_setting
 
@@ -180,43 +180,29 @@ class _Sweep:
     def _split(self) -> None:
         offset = 0
         text = pl.String if self.folder is not None else pl.Categorical
-        try:
-            for f in self._frames():
-                n = f.height
-                f = f.with_columns(pl.Series(S.ROW, np.arange(offset, offset + n), _I64))
-                offset += n
-                # the keys alone are joined: the bucket shares the frame's other columns
-                lane = f.select(self.keys).join(self.lanes, on=self.keys, how="left",
-                                                nulls_equal=True, maintain_order="left")
-                f = f.with_columns(lane.get_column("lane"))
-                cols = [
-                    S.ROW, "lane", (pl.col(S.KIND) == S.SPAN).alias("span"),
-                    (pl.col(S.LAYER) == S.FRAMEWORK).alias("fw"),
-                    # as text in files (each file has its own dictionary); in memory
-                    # the categories are kept (a code per row, not the text)
-                    pl.col(S.LAYER, S.CATEGORY, S.EXECUTION).cast(text),
-                    S.START_NS, S.DUR_NS, S.PID, S.TID, S.EXTERNAL_ID, S.CORRELATION,
-                    S.DEVICE_COL,
-                ]
-                if self.given_flows:
-                    cols.append(S.FLOW_IDS)
-                if S.MODEL_ID in f.columns:  # for the flow links (Neuron readers only)
-                    cols.append(S.MODEL_ID)
-                if S.ROLE in f.columns:  # which device rows are work (the unlinked count)
-                    cols.append(pl.col(S.ROLE).cast(text))
-                f = f.select(cols)
-                self.bucket_schema = f.schema  # of a bucket without rows
-                self.buckets.spread(f, self._bucket(f.get_column(S.START_NS)))
-            self._split_flows()
-        finally:
-            self.buckets.close()
-            self.flows.close()
-        self.narrow.discard()  # each row is in its bucket now
-
-    def _split_flows(self) -> None:
-        """The flow events into files by bucket (of their time)."""
-        for fl in self.flow_events.frames():
+        for f in self._frames():
+            n = f.height
+            f = f.with_columns(pl.Series(S.ROW, np.arange(offset, offset + n), _I64))
+            offset += n
+            # the keys alone are joined: the bucket shares the frame's other columns
+            lane = f.select(self.keys).join(self.lanes, on=self.keys, how="left",
+                                            nulls_equal=True, maintain_order="left")
+            f = f.with_columns(lane.get_column("lane"))
+            cols = [
+                S.ROW, "lane", (pl.col(S.KIND) == S.SPAN).alias("span"),
+                (pl.col(S.LAYER) == S.FRAMEWORK).alias("fw"),
+                # as text in files (each file has its own dictionary); in memory
+                # the categories are kept (a code per row, not the text)
+                pl.col(S.LAYER, S.CATEGORY, S.EXECUTION).cast(text),
+                S.START_NS, S.DUR_NS, S.PID, S.TID, S.EXTERNAL_ID, S.CORRELATION,
+                S.DEVICE_COL, S.MODEL_ID, pl.col(S.ROLE).cast(text),
+            ]
+            f = f.select(cols + [S.FLOW_IDS] if self.given_flows else cols)
+            self.bucket_schema = f.schema  # of a bucket without rows
+            self.buckets.spread(f, self._bucket(f.get_column(S.START_NS)))
+        for fl in self.flow_events.frames():  # the flow events by bucket (of their time)
             self.flows.spread(fl, self._bucket(fl.get_column("ts_ns")))
+        self.narrow.discard()  # each row is in its bucket now
 
     # -- pass 3: the buckets in time order ---------------------------------------------
     def _sweep(self) -> None:
@@ -225,36 +211,32 @@ class _Sweep:
         last = pl.DataFrame(schema={S.ROW: _I64, S.PID: _I64, S.TID: _I64,
                                     S.START_NS: _I64, S.DUR_NS: _I64, "fw": pl.Boolean})
         missed = 0
-        try:
-            for b in range(len(self.bounds) + 1):
-                df = self.buckets.read(b)
-                if df is None:
-                    df = pl.DataFrame(schema=self.bucket_schema)
-                st = steps(df.select(S.ROW, S.START_NS), self.step_spans)
-                # a bucket's rows are in row order: a column beside them, not a join
-                # (which would copy the bucket)
-                df = df.with_columns(st.sort(S.ROW).get_column(S.STEP).cast(pl.Int32))
-                nxt = int(self.bounds[b]) if b < len(self.bounds) else None
-                carried = self._nest(df, carried, nxt)
-                spans = pl.concat([last.lazy(), df.lazy().filter("span").select(
-                    S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS, "fw")])
-                if self.folder is not None:  # a bucket of a few rows: taken out once
-                    spans = spans.collect().lazy()
-                # (else lazy: each use takes only the spans it needs out of the bucket)
-                fl = self.flows.read(b)
-                if fl is not None:
-                    pairs, m = flow_pairs(spans, fl)
-                    # (a span is once in ``spans``: the carried ones are of earlier buckets)
-                    self._emit(self.pairs, pairs.lazy().join(
-                        spans.select(S.ROW, "fw"), on=S.ROW, how="left").collect())
-                    missed += m
-                last = last_per_thread(spans)
-                self.flows.remove(b)
-                if not self.has_links:  # else read again for the framework rows linked
-                    self.buckets.remove(b)
-        finally:
-            for files in (self.ranges, self.pairs, self.links):
-                files.close()
+        for b in range(len(self.bounds) + 1):
+            df = self.buckets.read(b)
+            if df is None:
+                df = pl.DataFrame(schema=self.bucket_schema)
+            st = steps(df.select(S.ROW, S.START_NS), self.step_spans)
+            # a bucket's rows are in row order: a column beside them, not a join
+            # (which would copy the bucket)
+            df = df.with_columns(st.sort(S.ROW).get_column(S.STEP).cast(pl.Int32))
+            nxt = int(self.bounds[b]) if b < len(self.bounds) else None
+            carried = self._nest(df, carried, nxt)
+            spans = pl.concat([last.lazy(), df.lazy().filter("span").select(
+                S.ROW, S.PID, S.TID, S.START_NS, S.DUR_NS, "fw")])
+            if self.folder is not None:  # a bucket of a few rows: taken out once
+                spans = spans.collect().lazy()
+            # (else lazy: each use takes only the spans it needs out of the bucket)
+            fl = self.flows.read(b)
+            if fl is not None:
+                pairs, m = flow_pairs(spans, fl)
+                # (a span is once in ``spans``: the carried ones are of earlier buckets)
+                self._emit(self.pairs, pairs.lazy().join(
+                    spans.select(S.ROW, "fw"), on=S.ROW, how="left").collect())
+                missed += m
+            last = last_per_thread(spans)
+            self.flows.remove(b)
+            if not self.has_links:  # else read again for the framework rows linked
+                self.buckets.remove(b)
         warn_unbound(self.diag, missed)
 
     def _flow_ids(self) -> None:
@@ -322,29 +304,22 @@ class _Sweep:
     def _link(self) -> pl.DataFrame:
         """Link runtime and device rows (:mod:`neurontrace.table.linking`), a row range at a
         time, into the ``linked`` files; the step of each op that launched device work."""
-        try:
-            if not self.has_links:
-                return _NO_STEPS
-            self._add_flows()
-            linker = Linker(lambda: self.links.each(self._ranges()), self._framework,
-                            self._fw_flows(), self.diag)
-            launchers = []
-            try:
-                for out in linker.links():
-                    self._emit(self.linked, out)
-                    launchers.append(out.filter(
-                        (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
-                    ).get_column(S.FRAMEWORK_ROW).unique())
-            finally:
-                self.linked.close()
-            ops = pl.concat(launchers).unique() if launchers else pl.Series([], dtype=_I64)
-            rows = ops.to_frame(S.ROW)
-            found = [b.select(S.ROW, S.START_NS).join(rows, on=S.ROW, how="semi")
-                     for b in self._each_bucket()]
-            return steps(pl.concat(found), self.step_spans) if found else _NO_STEPS
-        finally:
-            for b in range(len(self.bounds) + 1):
-                self.buckets.remove(b)
+        if not self.has_links:  # (the buckets are removed once swept)
+            return _NO_STEPS
+        self._add_flows()
+        launchers = []
+        for out in links(lambda: self.links.each(self._ranges()), self._framework,
+                         self._fw_flows(), self.diag):
+            self._emit(self.linked, out)
+            launchers.append(out.filter(
+                (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
+            ).get_column(S.FRAMEWORK_ROW).unique())
+        rows = pl.concat([pl.Series(S.ROW, [], _I64), *launchers]).unique().to_frame(S.ROW)
+        found = [b.select(S.ROW, S.START_NS).join(rows, on=S.ROW, how="semi")
+                 for b in self._each_bucket()]
+        for b in range(len(self.bounds) + 1):
+            self.buckets.remove(b)
+        return steps(pl.concat(found), self.step_spans) if found else _NO_STEPS
 
     def _each_bucket(self) -> Iterator[pl.DataFrame]:
         return self.buckets.each(len(self.bounds) + 1)
