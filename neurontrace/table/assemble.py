@@ -28,7 +28,6 @@ from neurontrace.table import chunks
 from neurontrace.table.chunks import Spilled
 from neurontrace.table.derived import Ranges
 from neurontrace.table.spill import (
-    FrameSpiller,
     SpilledFrames,
     frame,
     read_batches,
@@ -101,7 +100,7 @@ def read(src: Source, diag: Diagnostics, progress: Progress | None,
                 return done
     ev = src.read(diag, progress)
     spills = [temporary(workdir)]
-    flows = FrameSpiller(workdir, suffix=".flows.arrow")
+    flows = SpilledFrames(folder=workdir, suffix=".flows.arrow")
     narrow = spill_all(ev.batches, spills[0], flows=flows)
     return Spilled(ev, spills, narrow, flows.finish())
 

@@ -34,7 +34,6 @@ from neurontrace.errors import BadInput
 from neurontrace.readers.base import Chunk, ChunkUnreadable, Divisible, Events, Progress
 from neurontrace.table.spill import (
     Budget,
-    FrameSpiller,
     SpilledFrames,
     SpillLimit,
     memory_rows,
@@ -66,8 +65,7 @@ class Job:
 @dataclass
 class Result:
     index: int
-    narrow: SpilledFrames | None  # None: the chunk could not be read (see ``failed``)
-    failed: str = ""
+    narrow: SpilledFrames | None  # None: the chunk could not be read
     flows: SpilledFrames = field(default_factory=SpilledFrames)
     summary: Any = None
     diag: Diagnostics = field(default_factory=Diagnostics)
@@ -99,16 +97,17 @@ def read_chunk(job: Job, progress: Progress | None = None, here: bool = False) -
     limit = job.limit if here else 0
     diag = Diagnostics()
     budget = Budget(job.spill.parent)  # the chunk's spill, narrow columns and flows
-    flows = FrameSpiller(job.spill.parent, limit, ".flows.arrow", budget)
+    flows = SpilledFrames(folder=job.spill.parent, limit=limit, suffix=".flows.arrow",
+                          budget=budget)
     part = job.reader.read_chunk(job.path, job.chunk, diag, progress)
     try:
         narrow = spill_all(part.batches, job.spill, limit, budget, flows)
     except BaseException as e:
         # read whole again, unless over the spill's limit (a whole read would meet it too)
         if isinstance(e, (ChunkUnreadable, BadInput)) and not isinstance(e, SpillLimit):
-            return Result(job.index, None, failed=str(e))
+            return Result(job.index, None)
         raise
-    return Result(job.index, narrow, "", flows.finish(), part.summary, diag)
+    return Result(job.index, narrow, flows.finish(), part.summary, diag)
 
 
 def read(reader: Divisible, path: Path, chunks: list[Chunk], diag: Diagnostics,

@@ -62,7 +62,8 @@ Tables = dict[str, pl.DataFrame]
 def links(chunks: Chunks, framework: Framework, fw_flows: pl.DataFrame, diag: Diagnostics
           ) -> Iterator[pl.DataFrame]:
     """``row, layer, framework_row, link`` of the rows of ``chunks()`` (runtime and device
-    rows, :data:`COLUMNS`), a chunk at a time; ``chunks`` may be called once per pass.
+    rows, :data:`COLUMNS`; one chunk at least), a chunk at a time; ``chunks`` may be
+    called once per pass.
     ``framework`` gives the framework rows named by External id; ``fw_flows`` (row,
     flow_ids) the framework rows with flow arrows."""
     refs, has_exec, use_ext = _survey(chunks)
@@ -122,8 +123,7 @@ def _survey(chunks: Chunks) -> tuple[pl.Series, bool, bool]:
         calls += rt.height
         same += int(agree.sum() or 0)
         known += agree.len() - agree.null_count()
-    ids = pl.concat(refs).unique() if refs else pl.Series(S.EXTERNAL_ID, [], _I64)
-    return ids, has_exec, not (calls and known and same / known < 0.5)
+    return pl.concat(refs).unique(), has_exec, not (calls and known and same / known < 0.5)
 
 
 def _known(c: pl.DataFrame, by: Tables) -> pl.DataFrame:
@@ -134,6 +134,8 @@ def _known(c: pl.DataFrame, by: Tables) -> pl.DataFrame:
 
 
 def _correlations(chunks: Chunks, by: Tables) -> pl.DataFrame:
+    """``correlation, _corr_row``: per correlation, the link of its first runtime call
+    (by ``row``) that rules 1-2 link."""
     first = pl.coalesce("_ext_row", "_nest_row")
     parts = [
         _known(c, by).filter(
@@ -142,7 +144,8 @@ def _correlations(chunks: Chunks, by: Tables) -> pl.DataFrame:
         ).select(S.ROW, S.CORRELATION, first.alias("_corr_row"))
         for c in chunks()
     ]
-    return _first_per(parts, S.CORRELATION, "_corr_row")
+    return pl.concat(parts).sort(S.ROW, maintain_order=True).unique(
+        S.CORRELATION, keep="first", maintain_order=True).select(S.CORRELATION, "_corr_row")
 
 
 def _flows(chunks: Chunks, by: Tables, fw_flows: pl.DataFrame) -> pl.DataFrame:
@@ -168,8 +171,6 @@ def _flows(chunks: Chunks, by: Tables, fw_flows: pl.DataFrame) -> pl.DataFrame:
         todo_parts.append(c.filter(known.is_null()).select(
             S.ROW, pl.col(S.FLOW_IDS).alias("_fid"), pl.col(S.MODEL_ID).alias("_model")))
     hops = [pl.DataFrame(schema={S.ROW: _I64, "_flow_row": _I64})]
-    if not todo_parts:  # no rows at all
-        return hops[0]
     todo = (pl.concat(todo_parts).sort(S.ROW, maintain_order=True).explode("_fid")
             .with_row_index("_i"))
     if todo.height == 0:  # every row linked by 1-3
@@ -249,15 +250,6 @@ def _lookup(c: pl.DataFrame, by: Tables, value: str) -> pl.DataFrame:
     if table is None:
         return c.with_columns(pl.lit(None, _I64).alias(value))
     return c.join(table, on=table.columns[0], how="left", maintain_order="left")
-
-
-def _first_per(parts: list[pl.DataFrame], key: str, value: str) -> pl.DataFrame:
-    """``key, value``: per key, the value of the first row (by ``row``, then order)."""
-    if not parts:
-        return pl.DataFrame(schema={key: _I64, value: _I64})
-    frame = pl.concat([p.filter(pl.col(key).is_not_null()) for p in parts])
-    return frame.sort(S.ROW, maintain_order=True).unique(
-        key, keep="first", maintain_order=True).select(key, value)
 
 
 def _first_source(entries: pl.DataFrame) -> pl.DataFrame:

@@ -136,49 +136,24 @@ def rows_setting(name: str, default: int) -> int:
 
 @dataclass
 class SpilledFrames:
-    """Frames in order (a trace's narrow columns, or its flow events): held in memory
-    and, past :func:`memory_rows` rows, in Arrow IPC files (see :class:`FrameSpiller`)."""
+    """Frames in order (a trace's narrow columns, or its flow events), collected by
+    :meth:`add`: held in memory up to ``limit`` rows (None: :func:`memory_rows`), then all
+    of them in Arrow IPC files in ``folder`` (None: the system's temporary folder), which
+    take from ``budget`` (None: a :class:`Budget` of their own)."""
 
     pieces: list[pl.DataFrame | Path] = field(default_factory=list)
     rows: int = 0
-
-    def extend(self, other: SpilledFrames) -> None:
-        self.pieces.extend(other.pieces)
-        self.rows += other.rows
-
-    def frames(self) -> Iterator[pl.DataFrame]:
-        """The rows a batch at a time, in order."""
-        for p in self.pieces:
-            if isinstance(p, pl.DataFrame):
-                yield p
-                continue
-            yield from map(frame, read_batches(p))
-
-    def discard(self) -> None:
-        for p in self.pieces:
-            if isinstance(p, Path):
-                p.unlink(missing_ok=True)
-        self.pieces = []
-
-
-class FrameSpiller:
-    """Collects frames in order: in memory up to ``limit`` rows, then all of them in
-    Arrow IPC files in ``folder`` (None: the system's temporary folder), which take
-    from ``budget`` (default: a :class:`Budget` of their own)."""
-
-    def __init__(self, folder: Path | None, limit: int | None = None,
-                 suffix: str = ".narrow.arrow", budget: Budget | None = None) -> None:
-        self.folder = folder
-        self.limit = memory_rows() if limit is None else limit
-        self.suffix = suffix
-        self.budget = budget
-        self.frames = SpilledFrames()
-        self._held: list[pl.DataFrame] = []
-        self._out: Writer | None = None
+    folder: Path | None = None
+    limit: int | None = None
+    suffix: str = ".narrow.arrow"
+    budget: Budget | None = None
+    _held: list[pl.DataFrame] = field(default_factory=list, init=False)
+    _out: Writer | None = field(default=None, init=False)
 
     def add(self, part: pl.DataFrame) -> None:
-        self.frames.rows += part.height
-        if self._out is None and self.frames.rows <= self.limit:
+        self.rows += part.height
+        limit = memory_rows() if self.limit is None else self.limit
+        if self._out is None and self.rows <= limit:
             self._held.append(part)
             return
         for held in self._held:
@@ -192,7 +167,7 @@ class FrameSpiller:
             self._close()
         if self._out is None:
             path = temporary(self.folder, self.suffix)
-            self.frames.pieces.append(path)
+            self.pieces.append(path)
             if self.budget is None:  # files of its own: a budget of its own
                 self.budget = Budget(path.parent)
             self._out = Writer(path, table.schema, self.budget)
@@ -207,28 +182,43 @@ class FrameSpiller:
         """Close the files; every frame added, in order."""
         self._close()
         if self._held:
-            self.frames.pieces.append(pl.concat(self._held, rechunk=False))
+            self.pieces.append(pl.concat(self._held, rechunk=False))
             self._held = []
-        return self.frames
+        return self
+
+    def extend(self, other: SpilledFrames) -> None:
+        self.pieces.extend(other.pieces)
+        self.rows += other.rows
+
+    def frames(self) -> Iterator[pl.DataFrame]:
+        """The rows a batch at a time, in order."""
+        for p in self.pieces:
+            if isinstance(p, pl.DataFrame):
+                yield p
+                continue
+            yield from map(frame, read_batches(p))
 
     def discard(self) -> None:
         self._held = []
         try:
             self._close()
         finally:
-            self.frames.discard()
+            for p in self.pieces:
+                if isinstance(p, Path):
+                    p.unlink(missing_ok=True)
+            self.pieces = []
 
 
 class Spill:
     """Writes batches to ``path`` (Arrow IPC stream) and keeps their narrow columns: in
-    memory up to ``limit`` rows, then in files beside ``path``."""
+    memory up to ``limit`` rows, then in files beside ``path`` (:class:`SpilledFrames`)."""
 
     def __init__(self, path: Path, limit: int | None = None,
                  budget: Budget | None = None) -> None:
         self.path = path
         self.budget = budget if budget is not None else Budget(path.parent)
         self._out: Writer | None = None  # opened with the first batch's schema
-        self.narrow = FrameSpiller(path.parent, limit, budget=self.budget)
+        self.narrow = SpilledFrames(folder=path.parent, limit=limit, budget=self.budget)
 
     def add(self, batch: pa.RecordBatch) -> None:
         if self._out is None:
@@ -313,21 +303,21 @@ class Parts:
             out.write(table)
 
     def read(self, key: int) -> pl.DataFrame | None:
-        frames = [p if isinstance(p, pl.DataFrame) else _read_all(p)
-                  for p in self._pieces.get(key, [])]
-        return (frames[0] if len(frames) == 1 else pl.concat(frames)) if frames else None
+        return self._whole(key) if key in self._pieces else None
+
+    def _whole(self, key: int) -> pl.DataFrame:
+        frames = [p if isinstance(p, pl.DataFrame) else _read_all(p) for p in self._pieces[key]]
+        return frames[0] if len(frames) == 1 else pl.concat(frames)
 
     def remove(self, key: int) -> None:
         for p in self._pieces.pop(key, []):
             if isinstance(p, Path):
                 p.unlink(missing_ok=True)
 
-    def each(self, keys: int) -> Iterator[pl.DataFrame]:
-        """The frames of keys 0 to ``keys`` - 1, in order (keys without any left out)."""
-        for k in range(keys):
-            frame = self.read(k)
-            if frame is not None:
-                yield frame
+    def each(self) -> Iterator[pl.DataFrame]:
+        """The frames of each key, in key order."""
+        for k in sorted(self._pieces):
+            yield self._whole(k)
 
     def spread(self, frame: pl.DataFrame, keys: np.ndarray | None) -> None:
         """Append each row of ``frame`` to the frames of its key in ``keys`` (None: all
@@ -338,15 +328,12 @@ class Parts:
         for (k,), part in frame.with_columns(_k=keys).partition_by("_k", as_dict=True).items():
             self.write(int(k), part.drop("_k"))
 
-    def map(self, keys: int, into: Parts, how: Callable[[int, pl.DataFrame], pl.DataFrame]
-            ) -> None:
-        """Write ``how(k, frame)`` to ``into`` for the frame of each key ``k`` below
-        ``keys``, which is then removed from these."""
-        for k in range(keys):
-            frame = self.read(k)
-            if frame is not None:
-                into.write(k, how(k, frame))
-                self.remove(k)
+    def map(self, into: Parts, how: Callable[[int, pl.DataFrame], pl.DataFrame]) -> None:
+        """Write ``how(k, frame)`` to ``into`` for the frame of each key ``k``, which is
+        then removed from these."""
+        for k in sorted(self._pieces):
+            into.write(k, how(k, self._whole(k)))
+            self.remove(k)
 
 
 def _read_all(path: Path) -> pl.DataFrame:
@@ -379,7 +366,7 @@ def read_batches(path: Path) -> Iterator[pa.RecordBatch]:
 
 
 def spill_all(batches: Iterable[Batch], path: Path, limit: int | None = None,
-              budget: Budget | None = None, flows: FrameSpiller | None = None
+              budget: Budget | None = None, flows: SpilledFrames | None = None
               ) -> SpilledFrames:
     """Spill every batch of rows to ``path``; their narrow columns. The reader's flow
     events (:class:`~neurontrace.readers.base.Flows`) go to ``flows``, which the caller

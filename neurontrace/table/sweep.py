@@ -124,7 +124,9 @@ class _Sweep:
         self._survey()
         self._split()
         self._sweep()
-        self._flow_ids()
+        # ``row, flow_ids, fw`` of the rows bound to flows, a row range at a time (a
+        # row's flows may have been bound in several buckets)
+        self.pairs.map(self.fids, lambda _, pairs: flow_id_lists(pairs))
         launch_steps = self._link()
         return Ranges((self.ranges, self.fids, self.linked), self.narrow.rows, self.range_size,
                       self.names, launch_steps)
@@ -239,11 +241,6 @@ class _Sweep:
                 self.buckets.remove(b)
         warn_unbound(self.diag, missed)
 
-    def _flow_ids(self) -> None:
-        """``row, flow_ids, fw`` of the rows bound to flows, a row range at a time (a
-        row's flows may have been bound in several buckets)."""
-        self.pairs.map(self._ranges(), self.fids, lambda _, pairs: flow_id_lists(pairs))
-
     def _nest(self, df: pl.DataFrame, carried: pl.DataFrame, nxt: int | None) -> pl.DataFrame:
         """Nest this bucket's spans under the carried ones; write the rows now final
         (spans that close before the next bucket, and every non-span); return the spans
@@ -306,9 +303,11 @@ class _Sweep:
         time, into the ``linked`` files; the step of each op that launched device work."""
         if not self.has_links:  # (the buckets are removed once swept)
             return _NO_STEPS
-        self._add_flows()
+        # the runtime and device rows to link, with their flow ids (bound by the sweep)
+        with_ids = Parts(self.folder, "linkrows")
+        self.links.map(with_ids, lambda k, c: with_flows(c, self.fids.read(k)))
         launchers = []
-        for out in links(lambda: self.links.each(self._ranges()), self._framework,
+        for out in links(with_ids.each, self._framework,
                          self._fw_flows(), self.diag):
             self._emit(self.linked, out)
             launchers.append(out.filter(
@@ -316,19 +315,10 @@ class _Sweep:
             ).get_column(S.FRAMEWORK_ROW).unique())
         rows = pl.concat([pl.Series(S.ROW, [], _I64), *launchers]).unique().to_frame(S.ROW)
         found = [b.select(S.ROW, S.START_NS).join(rows, on=S.ROW, how="semi")
-                 for b in self._each_bucket()]
+                 for b in self.buckets.each()]
         for b in range(len(self.bounds) + 1):
             self.buckets.remove(b)
         return steps(pl.concat(found), self.step_spans) if found else _NO_STEPS
-
-    def _each_bucket(self) -> Iterator[pl.DataFrame]:
-        return self.buckets.each(len(self.bounds) + 1)
-
-    def _add_flows(self) -> None:
-        """Give the runtime and device rows to link their flow ids (bound by the sweep)."""
-        done = Parts(self.folder, "linkrows")
-        self.links.map(self._ranges(), done, lambda k, c: with_flows(c, self.fids.read(k)))
-        self.links = done
 
     def _ranges(self) -> int:
         return -(-self.narrow.rows // self.range_size)
@@ -337,7 +327,7 @@ class _Sweep:
         """The framework rows that carry one of the External ids ``refs``."""
         ids = refs.to_frame(S.EXTERNAL_ID)
         found = [b.filter("fw").select(S.ROW, S.CATEGORY, S.EXTERNAL_ID).join(
-            ids, on=S.EXTERNAL_ID, how="semi") for b in self._each_bucket()]
+            ids, on=S.EXTERNAL_ID, how="semi") for b in self.buckets.each()]
         return pl.concat(found) if found else \
             pl.DataFrame(schema={S.ROW: _I64, S.CATEGORY: pl.String, S.EXTERNAL_ID: _I64})
 
@@ -345,11 +335,11 @@ class _Sweep:
         """``row, flow_ids`` of the framework rows with flow arrows (the reader's, else
         those bound here)."""
         empty = pl.DataFrame(schema={S.ROW: _I64, S.FLOW_IDS: pl.List(pl.String)})
-        given = self._each_bucket() if self.given_flows else iter(())
+        given = self.buckets.each() if self.given_flows else iter(())
         mine = pl.concat([empty, *(b.filter(pl.col("fw") & pl.col(S.FLOW_IDS).is_not_null())
                                    .select(S.ROW, S.FLOW_IDS) for b in given)])
         theirs = pl.concat([empty, *(f.filter("fw").select(S.ROW, S.FLOW_IDS)
-                                     for f in self.fids.each(self._ranges()))])
+                                     for f in self.fids.each())])
         return pl.concat([mine, theirs.join(mine, on=S.ROW, how="anti")])
 
 
