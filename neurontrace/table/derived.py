@@ -43,31 +43,34 @@ class Ranges:
     def frames(self) -> Iterator[pl.DataFrame]:
         """The derived columns of each row range, in row order (read once: ranges held in
         memory are let go as they are read)."""
-        ranges, fids, linked = self.files
         for k in range(-(-self.height // self.size)):
-            base = ranges.read(k)
-            assert base is not None
-            base = base.sort(S.ROW)
-            want = min(self.size, self.height - k * self.size)
-            assert base.height == want, f"range {k}: {base.height} rows, not {want}"
-            base = with_flows(base, fids.read(k))
-            links = linked.read(k)
-            if self.folder is None:  # held in memory and read once, in order: let them go
-                for parts in self.files:
-                    parts.remove(k)
-            if links is None:  # no row of the range to link (a join would copy the range)
-                base = base.with_columns(pl.lit(None, _I64).alias(S.FRAMEWORK_ROW),
-                                         pl.lit(None, pl.String).alias(S.LINK))
-                step = pl.col(S.STEP)
-            else:
-                base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
-                    self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
-                launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
-                step = pl.when(launched).then("_op_step").otherwise(S.STEP)
-            yield base.select(
-                self.names.gather(base.get_column("lane")).alias(S.TRACK), S.SELF_NS, S.PARENT,
-                S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
-                step.cast(pl.Int32).alias(S.STEP)).select(DERIVED)
+            yield self._range(k)  # (a call: its joins are let go before the range is used)
+
+    def _range(self, k: int) -> pl.DataFrame:
+        ranges, fids, linked = self.files
+        base = ranges.read(k)
+        assert base is not None
+        base = base.sort(S.ROW)
+        want = min(self.size, self.height - k * self.size)
+        assert base.height == want, f"range {k}: {base.height} rows, not {want}"
+        base = with_flows(base, fids.read(k))
+        links = linked.read(k)
+        if self.folder is None:  # held in memory and read once, in order: let them go
+            for parts in self.files:
+                parts.remove(k)
+        if links is None:  # no row of the range to link (a join would copy the range)
+            base = base.with_columns(pl.lit(None, _I64).alias(S.FRAMEWORK_ROW),
+                                     pl.lit(None, pl.String).alias(S.LINK))
+            step = pl.col(S.STEP)
+        else:
+            base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
+                self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
+            launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
+            step = pl.when(launched).then("_op_step").otherwise(S.STEP)
+        return base.select(
+            self.names.gather(base.get_column("lane")).alias(S.TRACK), S.SELF_NS, S.PARENT,
+            S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
+            step.cast(pl.Int32).alias(S.STEP)).select(DERIVED)
 
     def close(self) -> None:
         if self.folder is not None:
