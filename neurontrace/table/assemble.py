@@ -17,7 +17,6 @@ from itertools import chain
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc
@@ -27,7 +26,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, Source
 from neurontrace.table import chunks
 from neurontrace.table.chunks import Spilled
-from neurontrace.table.derived import NO_ROWS, Ranges
+from neurontrace.table.derived import Ranges
 from neurontrace.table.spill import (
     SpilledFrames,
     frame,
@@ -56,13 +55,9 @@ class Assembled:
         """Rows in schema order: the reader's columns from the spill, the rest derived."""
         base = int(self.events.clock.get("base_time_ns") or 0)
         offset = 0
-        ranges = self.derived.frames()
-        ahead = next(ranges, NO_ROWS)  # derived rows read, not yet written
         for raw in chain.from_iterable(map(read_batches, self.spills)):
             n = raw.num_rows
-            while ahead.height < n:
-                ahead = pl.concat([ahead, next(ranges)])
-            part, ahead = ahead.slice(0, n), ahead.slice(n)
+            part = self.derived.slice(offset, n)
             offset += n
             names = raw.schema.names
             cols = []

@@ -5,7 +5,6 @@ flow ids; links), joined into the output's columns."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 
 import polars as pl
 
@@ -18,12 +17,10 @@ _I64 = pl.Int64
 #: reader's, or ``row`` and ``rank``, made when writing).
 DERIVED = tuple(c.name for c in S.COLUMNS if c.name in (
     S.TRACK, S.SELF_NS, S.PARENT, S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK, S.STEP))
-#: The derived columns of no rows, as the schema types them (the writer casts them anyway).
-NO_ROWS = pl.DataFrame(S.SCHEMA.empty_table()).select(DERIVED)
 
 
 class Ranges:
-    """The derived columns, read back a range of rows at a time, in row order (:meth:`frames`).
+    """The derived columns, read back a range of rows at a time, in row order.
 
     ``files``: the sweep's frames by row range (lane, nesting and step; flow ids; links),
     ranges of ``size`` rows, ``height`` rows in all; ``names`` the track of each lane;
@@ -39,14 +36,11 @@ class Ranges:
         self.names = names
         self.launch_steps = launch_steps.select(
             pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.STEP).cast(pl.Int32).alias("_op_step"))
-
-    def frames(self) -> Iterator[pl.DataFrame]:
-        """The derived columns of each row range, in row order (read once: ranges held in
-        memory are let go as they are read)."""
-        for k in range(-(-self.height // self.size)):
-            yield self._range(k)  # (a call: its joins are let go before the range is used)
+        self._cached: tuple[int, pl.DataFrame] | None = None
 
     def _range(self, k: int) -> pl.DataFrame:
+        if self._cached is not None and self._cached[0] == k:
+            return self._cached[1]
         ranges, fids, linked = self.files
         base = ranges.read(k)
         assert base is not None
@@ -67,11 +61,26 @@ class Ranges:
                 self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
             launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
             step = pl.when(launched).then("_op_step").otherwise(S.STEP)
-        return base.select(
+        frame = base.select(
             self.names.gather(base.get_column("lane")).alias(S.TRACK), S.SELF_NS, S.PARENT,
             S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
             step.cast(pl.Int32).alias(S.STEP)).select(DERIVED)
+        self._cached = (k, frame)
+        return frame
+
+    def slice(self, offset: int, length: int) -> pl.DataFrame:
+        end = min(offset + length, self.height)
+        parts = []
+        for k in range(offset // self.size, -(-end // self.size)):
+            lo = max(offset, k * self.size) - k * self.size
+            hi = min(end, (k + 1) * self.size) - k * self.size
+            parts.append(self._range(k).slice(lo, hi - lo))
+        if parts:
+            return pl.concat(parts)
+        # no rows: the columns as the schema types them (the writer casts them anyway)
+        return pl.DataFrame(S.SCHEMA.empty_table()).select(DERIVED)
 
     def close(self) -> None:
+        self._cached = None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
