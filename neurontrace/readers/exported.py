@@ -20,7 +20,7 @@ import pyarrow as pa
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
-from neurontrace.readers.base import FLOWS_SCHEMA, Events, Flows, Progress
+from neurontrace.readers.base import Events, Flows, Progress
 from neurontrace.readers.kineto import KinetoReader
 
 MARKER = "neurontrace"  # views.chrome.MARKER (readers do not import the views)
@@ -48,7 +48,6 @@ class ExportReader:
                 restored = _restore(batch, path)
                 if restored.num_rows:
                     yield restored
-            ev.flows = FLOWS_SCHEMA.empty_table()  # the export's arrows: not the input's
             ev.trace = {k: v for k, v in inner.trace.items() if k != MARKER}
             ev.clock = inner.clock
             ev.rank = inner.rank

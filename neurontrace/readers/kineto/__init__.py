@@ -21,7 +21,6 @@ from typing import Any
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers.base import (
-    FLOWS_SCHEMA,
     Batch,
     Chunk,
     ChunkRead,
@@ -151,7 +150,6 @@ def finish(ev: Events, path: Path, trace: dict[str, Any], meta: Metadata) -> Non
                 f"{path}: baseTimeNanoseconds {base_ns} puts event times outside the "
                 "64-bit range of nanoseconds"
             )
-    ev.flows = FLOWS_SCHEMA.empty_table()  # the flow events went out with the rows
     ev.trace = trace
     ev.clock = {
         "method": "kineto",
