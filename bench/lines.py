@@ -1,6 +1,10 @@
 """Lines of the conversion code (readers, derivations, io, the pipeline) at two commits.
 
     python bench/lines.py [BASE [HEAD]]      # defaults: dd63b7a (before issue 14), the work tree
+    python bench/lines.py --commits [BASE [HEAD]]   # each commit's change, per part
+
+``--commits`` says which commits moved the count (those that did, with their subject),
+so that the growth can be put down to what each commit added.
 
 A module is put in its part by where it lives now, or by its old flat name before the
 layout of issue 14 (``neurontrace/sweep.py`` was a derivation); the Neuron readers
@@ -81,11 +85,33 @@ def count(rev: str | None) -> tuple[Counter[str], Counter[str]]:
     return everything, code
 
 
+def commits(base: str, head: str | None) -> None:
+    """Each commit from ``base`` to ``head`` (default HEAD) that changed the code lines:
+    its change in all, per part, and its subject."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=ROOT, check=True, capture_output=True,
+                              text=True).stdout
+    before = count(base)[1]
+    for rev in git("rev-list", "--reverse", f"{base}..{head or 'HEAD'}").split():
+        after = count(rev)[1]
+        moved = {name: after[name] - before[name] for name in PARTS
+                 if after[name] != before[name]}
+        if moved:
+            parts = ", ".join(f"{name} {n:+d}" for name, n in moved.items())
+            subject = git("log", "-1", "--format=%s", rev).strip()[:90]
+            print(f"{rev[:7]} {sum(moved.values()):+5d}  ({parts})  {subject}")
+        before = after
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("base", nargs="?", default="dd63b7a")
     ap.add_argument("head", nargs="?", default=None, help="a commit (default: the work tree)")
+    ap.add_argument("--commits", action="store_true", help="each commit's change, per part")
     args = ap.parse_args()
+    if args.commits:
+        commits(args.base, args.head)
+        return
     (b_all, b_code), (h_all, h_code) = count(args.base), count(args.head)
     print(f"{'part':<12} {'code ' + args.base:>14} {'code now':>10} {'all ' + args.base:>13} "
           f"{'all now':>9}")
