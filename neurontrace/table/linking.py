@@ -38,7 +38,8 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 
 #: The columns of the runtime and device rows handed in: ``_nest_row`` is the nearest
-#: framework span enclosing the row on its track, ``_nest_ext`` that span's External id.
+#: framework span enclosing the row on its track, ``_nest_ext`` that span's External id;
+#: ``model_id`` may be left out (read as null: a trace without models).
 COLUMNS = (S.ROW, S.LAYER, S.START_NS, S.EXTERNAL_ID, S.CORRELATION, S.FLOW_IDS,
            S.DEVICE_COL, S.EXECUTION, S.MODEL_ID, S.ROLE, "_nest_row", "_nest_ext")
 #: Device rows that are not work a launch started (a CUPTI profiler range, a device-side
@@ -66,18 +67,22 @@ def links(chunks: Chunks, framework: Framework, fw_flows: pl.DataFrame, diag: Di
     called once per pass.
     ``framework`` gives the framework rows named by External id; ``fw_flows`` (row,
     flow_ids) the framework rows with flow arrows."""
-    refs, has_exec, use_ext = _survey(chunks)
+
+    def rows() -> Iterator[pl.DataFrame]:
+        return map(_with_model, chunks())
+
+    refs, has_exec, use_ext = _survey(rows)
     by: Tables = {}
     if use_ext:  # External id links ops to runtime calls (see _survey)
         ops_first = framework(refs).sort(pl.col(S.CATEGORY) != "cpu_op", S.ROW)
         by["_ext_row"] = ops_first.unique(S.EXTERNAL_ID, keep="first", maintain_order=True
                                           ).select(S.EXTERNAL_ID, _ext_row=S.ROW)
-    by["_corr_row"] = _correlations(chunks, by)
-    by["_flow_row"] = _flows(chunks, by, fw_flows)
+    by["_corr_row"] = _correlations(rows, by)
+    by["_flow_row"] = _flows(rows, by, fw_flows)
     if has_exec:
-        by.update(_executions(chunks, by))
+        by.update(_executions(rows, by))
     unlinked = 0
-    for c in chunks():
+    for c in rows():
         c = _linked(c, by)
         out = c.select(
             S.ROW, S.LAYER,
@@ -250,6 +255,12 @@ def _lookup(c: pl.DataFrame, by: Tables, value: str) -> pl.DataFrame:
     if table is None:
         return c.with_columns(pl.lit(None, _I64).alias(value))
     return c.join(table, on=table.columns[0], how="left", maintain_order="left")
+
+
+def _with_model(c: pl.DataFrame) -> pl.DataFrame:
+    """``c`` with a ``model_id`` column (null when the trace has none: the sweep keeps the
+    column only where the reader gave it)."""
+    return c if S.MODEL_ID in c.columns else c.with_columns(pl.lit(None, _I64).alias(S.MODEL_ID))
 
 
 def _first_source(entries: pl.DataFrame) -> pl.DataFrame:

@@ -53,7 +53,7 @@ CATEGORICAL = (S.LAYER, S.CATEGORY, S.KIND, S.PID_LABEL, S.TID_LABEL, S.TRACK, S
                S.ROLE)
 #: Narrow columns every reader may leave out, and their types once filled with nulls.
 _OPTIONAL = {c: pl.Categorical if c in CATEGORICAL else pl.Int64 for c in NARROW
-             if c not in (S.START_NS, S.DUR_NS, S.TRACK, S.FLOW_IDS)}
+             if c not in (S.START_NS, S.DUR_NS, S.TRACK, S.FLOW_IDS, S.MODEL_ID)}
 
 
 #: Environment variable: bytes one spill may write (suffixes K, M, G, T: powers of 1024).

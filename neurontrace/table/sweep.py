@@ -197,8 +197,10 @@ class _Sweep:
                 # the categories are kept (a code per row, not the text)
                 pl.col(S.LAYER, S.CATEGORY, S.EXECUTION).cast(text),
                 S.START_NS, S.DUR_NS, S.PID, S.TID, S.EXTERNAL_ID, S.CORRELATION,
-                S.DEVICE_COL, S.MODEL_ID, pl.col(S.ROLE).cast(text),
+                S.DEVICE_COL, pl.col(S.ROLE).cast(text),
             ]
+            if S.MODEL_ID in f.columns:  # Neuron readers only: a column of nulls costs
+                cols.append(S.MODEL_ID)  # 8 bytes a row in every bucket (linking adds it)
             f = f.select(cols + [S.FLOW_IDS] if self.given_flows else cols)
             self.bucket_schema = f.schema  # of a bucket without rows
             self.buckets.spread(f, self._bucket(f.get_column(S.START_NS)))
