@@ -298,9 +298,13 @@ class Parts:
             pieces.append(frame)
             return
         table = frame.to_arrow()
-        pieces.append(self.folder / f"{self.stem}-{key}-{len(pieces)}.arrow")
-        with pa.OSFile(str(pieces[-1]), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as out:
+        path = self.folder / f"{self.stem}-{key}-{len(pieces)}.arrow"
+        pieces.append(path)
+        out = Writer(path, table.schema)
+        try:
             out.write(table)
+        finally:
+            out.close()
 
     def read(self, key: int) -> pl.DataFrame | None:
         return self._whole(key) if key in self._pieces else None
