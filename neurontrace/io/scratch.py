@@ -155,7 +155,7 @@ def cache_folder(parent: Path | None, run: Path) -> Iterator[Path]:
         with suppress(OSError):  # there already, or not to be made (then lstat fails too)
             path.mkdir(mode=0o700)
             made = True
-        with suppress(FileNotFoundError):
+        with suppress(OSError):  # gone again (retried), or not to be looked at (private)
             st = os.lstat(path)
             break
     try:
