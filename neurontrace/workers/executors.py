@@ -119,9 +119,7 @@ class Processes:
                     try:
                         value = f.result()
                     except BrokenProcessPool:
-                        error = error or WorkerDied(
-                            "a convert worker process ended without answering (killed, "
-                            "or out of memory)")
+                        error = error or _died()
                     except Exception as e:  # noqa: BLE001 - the job's error, raised below
                         error = error or e
                     if error is not None:  # results ignored, no job started, after one
@@ -129,7 +127,11 @@ class Processes:
                     if f not in workers.ready:  # a job's result, not a worker saying it started
                         done(value)
                     with suppress(queue.Empty):
-                        pending.add(workers.submit(fn, todo.get_nowait()))
+                        job = todo.get_nowait()
+                        try:
+                            pending.add(workers.submit(fn, job))
+                        except BrokenProcessPool:  # a worker died since this one answered
+                            error = _died()
         except BaseException:
             workers.kill()
             raise
@@ -137,6 +139,11 @@ class Processes:
             workers.shutdown(wait=True, cancel_futures=True)
         if error is not None:
             raise error
+
+
+def _died() -> WorkerDied:
+    return WorkerDied("a convert worker process ended without answering (killed, or out "
+                      "of memory)")
 
 
 def _initialize(env: dict[str, str]) -> None:
