@@ -248,32 +248,53 @@ def test_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch,
     assert chunks_of(KINETO / "cpu-mlp-training.json.gz") == []  # gzip: serial
 
 
+def _children() -> set[int]:
+    """The ids of this process's live child processes (those of the executors' pools)."""
+    return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
+
+
 def test_workers_started_ahead_are_taken_by_a_run_that_matches() -> None:
+    before = _children()
     executors.prestart("posix", 1, {"NT_TEST": "a"})
+    (a,) = _children() - before
     executors.prestart("posix", 1, {"NT_TEST": "b"})
-    started = {w.env["NT_TEST"]: w for w in executors._started}
-    pids = {name: w.ready[0].result(timeout=60) for name, w in started.items()}
+    (b,) = _children() - before - {a}
     got: list[str] = []
     # os.readlink("/proc/self") answers the pid of the process that runs it
-    executors.Processes(1, always=True, env={"NT_TEST": "a"}).run(
-        os.readlink, ["/proc/self"], got.append)
-    assert got == [str(pids["a"])]  # taken, not started again
-    assert [w.env for w in executors._started] == [{"NT_TEST": "b"}]
-    executors._end_started()  # what happens at exit to those never taken
-    assert executors._started == []
-    with pytest.raises(ProcessLookupError):
-        os.kill(pids["b"], 0)
+    executors.Processes(1, env={"NT_TEST": "a"}).run(
+        os.readlink, ["/proc/self"] * 2, got.append)
+    assert got == [str(a)] * 2  # taken, not started again
+    assert _children() - before == {b}  # the other waits for a run that matches it
+    got.clear()
+    executors.Processes(1, env={"NT_TEST": "b"}).run(
+        os.readlink, ["/proc/self"] * 2, got.append)
+    assert got == [str(b)] * 2
+    assert _children() == before
+
+
+def test_workers_started_ahead_and_never_taken_end_with_the_process() -> None:
+    code = ("import multiprocessing\nfrom neurontrace.workers import executors\n"
+            "executors.prestart('posix', 2)\n"
+            "print(*[p.pid for p in multiprocessing.active_children()])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    pids = [int(pid) for pid in out.split()]
+    assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_a_worker_that_dies_fails_the_run_and_leaves_no_process() -> None:
     """A worker killed mid-job (here it ends itself, as the OOM killer would) is
     WorkerDied, raised once the others have answered; no worker outlives the run."""
+    before = _children()
     executors.prestart("posix", 2)
-    w = executors._started[-1]
-    pids = [f.result(timeout=60) for f in w.ready]
+    pids = _children() - before
+    assert len(pids) == 2
     with pytest.raises(executors.WorkerDied, match="ended without answering"):
         executors.Processes(2).run(os._exit, [9, 9, 9], lambda _: None)
-    assert executors._started == []
+    assert _children() == before  # the workers started ahead were taken, and ended
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
@@ -292,6 +313,7 @@ def test_the_command_line_starts_chunk_workers_before_it_imports(
     import neurontrace.cli.convert as command
 
     path = _plain(KINETO / "cpu-mlp-training.json.gz", tmp_path)
+    before = _children()
     events: list[str] = []
     prestart, imports = executors.prestart, command.arrow_without_pandas
 
@@ -306,7 +328,7 @@ def test_the_command_line_starts_chunk_workers_before_it_imports(
     assert r.exit_code == 0, r.output
     # 3 processes: 2 workers, started before pyarrow is first used, then taken
     assert events == [splitting.CHUNKS_MODULE, splitting.CHUNKS_MODULE, "pyarrow"]
-    assert executors._started == []
+    assert _children() == before  # taken by the run, and ended with it
     assert forced == []
     code = "import sys, neurontrace.cli.convert; print({'pyarrow', 'polars'} & set(sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -136,7 +136,7 @@ def read(reader: Divisible, path: Path, chunks: list[Chunk], diag: Diagnostics,
 
     def others() -> None:
         try:
-            Processes(splitting.workers() - 1, always=True, env=splitting.ONE_THREAD).share(
+            Processes(splitting.workers() - 1, env=splitting.ONE_THREAD).share(
                 read_chunk, todo, keep)
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             errors.append(e)

@@ -15,13 +15,11 @@ files are in the run's folder, removed by the caller).
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import multiprocessing
 import os
 import queue
 import signal
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -76,21 +74,18 @@ class WorkerDied(NeurontraceError):
 class Processes:
     """Up to ``n`` worker processes, each taking the next job when it finishes one.
 
-    A single job runs in this process, unless ``always`` (the caller is busy meanwhile).
-    Workers never decode one file in parallel themselves (``NEURONTRACE_READ_WORKERS``
-    is 1 there): the processes are the parallelism. ``env`` adds to their environment.
-    Workers started ahead by :func:`prestart` for the same module, ``env`` and number
-    are taken instead of new ones.
+    A single job runs in this process. Workers never decode one file in parallel
+    themselves (``NEURONTRACE_READ_WORKERS`` is 1 there): the processes are the
+    parallelism. ``env`` adds to their environment. Workers started ahead by
+    :func:`prestart` for the same module, ``env`` and number are taken instead of new ones.
     """
 
-    def __init__(self, n: int, always: bool = False, env: dict[str, str] | None = None
-                 ) -> None:
+    def __init__(self, n: int, env: dict[str, str] | None = None) -> None:
         self.n = n
-        self.always = always
         self.env = dict(env or {})
 
     def run(self, fn: Callable[[J], R], jobs: Sequence[J], done: Callable[[R], None]) -> None:
-        if len(jobs) < (1 if self.always else 2) or not may_start_processes():
+        if len(jobs) < 2 or not may_start_processes():
             Serial().run(fn, jobs, done)
             return
         todo: queue.SimpleQueue[J] = queue.SimpleQueue()
@@ -109,7 +104,8 @@ class Processes:
         first (another worker, or the caller) rather than for a process still starting.
         """
         n = self.n if n is None else n
-        workers = _take_started(fn.__module__, self.env, n) or _Workers(fn.__module__, n, self.env)
+        workers = _started.pop((fn.__module__, n, frozenset(self.env.items())), None) \
+            or _Workers(fn.__module__, n, self.env)
         pending: set[Future[Any]] = set(workers.ready)
         error: BaseException | None = None
         try:
@@ -171,7 +167,6 @@ class _Workers(ProcessPoolExecutor):
     def __init__(self, module: str, n: int, env: dict[str, str]) -> None:
         super().__init__(n, mp_context=multiprocessing.get_context("spawn"),
                          initializer=_initialize, initargs=(dict(env),))
-        self.module, self.n, self.env = module, n, dict(env)
         # one call each: the pool starts a process per call while none is idle
         self.ready = [self.submit(_ready, module) for _ in range(n)]
 
@@ -184,10 +179,10 @@ class _Workers(ProcessPoolExecutor):
                 pass
 
 
-#: Workers started ahead (:func:`prestart`), not yet taken; those never taken end when
-#: this process does.
-_started: list[_Workers] = []
-_started_lock = threading.Lock()
+#: Workers started ahead (:func:`prestart`), by module, number and environment, not yet
+#: taken. Those never taken end when this process does, as every pool of
+#: ``concurrent.futures`` ends at exit (once its processes have started: a second or so).
+_started: dict[tuple[str, int, frozenset[tuple[str, str]]], _Workers] = {}
 
 
 def prestart(module: str, n: int, env: dict[str, str] | None = None) -> None:
@@ -195,26 +190,8 @@ def prestart(module: str, n: int, env: dict[str, str] | None = None) -> None:
     :class:`Processes` run of ``n`` with the same ``env`` to take over instead of
     starting its own: the caller spends the time a worker takes to start (its imports)
     importing."""
-    workers = _Workers(module, n, env or {})
-    with _started_lock:
-        _started.append(workers)
-
-
-def _take_started(module: str, env: dict[str, str], n: int) -> _Workers | None:
-    with _started_lock:
-        for i, w in enumerate(_started):
-            if (w.module, w.env, w.n) == (module, env, n):
-                return _started.pop(i)
-    return None
-
-
-@atexit.register
-def _end_started() -> None:
-    with _started_lock:
-        for w in _started:
-            w.kill()
-            w.shutdown(wait=True, cancel_futures=True)
-        _started.clear()
+    env = env or {}
+    _started[(module, n, frozenset(env.items()))] = _Workers(module, n, env)
 
 
 class Ray:
