@@ -19,8 +19,7 @@ import numpy as np
 # -- where elements end, without decoding them -------------------------------------------
 
 
-_LEX_STEP = 1 << 20  # bytes lexed per numpy pass (bounds its temporary arrays) ...
-_LEX_FIRST = 16 << 10  # ... after a first one this small, then twice as many each time
+_LEX_STEP = 1 << 20  # bytes lexed per numpy pass (bounds its temporary arrays)
 
 
 class Lexer:
@@ -33,8 +32,8 @@ class Lexer:
     refuses (control characters, bare words, invalid UTF-8) do not change either.
     """
 
-    def __init__(self, depth: int = 0) -> None:
-        self.depth = depth
+    def __init__(self) -> None:
+        self.depth = 0
         self.in_string = False
         self.backslashes = 0  # the run of backslashes that ends the text so far
 
@@ -44,22 +43,17 @@ class Lexer:
         before each byte, the depth after it, whether each byte comes outside every
         string: for a quote, whether it opens one)."""
         view = memoryview(text)
-        at, step = 0, _LEX_FIRST
-        while at < len(view):
-            a = np.frombuffer(view[at:at + step], np.uint8)
+        for at in range(0, len(view), _LEX_STEP):
+            a = np.frombuffer(view[at:at + _LEX_STEP], np.uint8)
             n = len(a)
-            escaped = np.zeros(n, bool)
-            bs = a == 0x5C
-            if self.backslashes & 1:
-                escaped[0] = True
-            if bs.any():
-                idx = np.arange(n, dtype=np.int32)
-                last = np.maximum.accumulate(np.where(bs, np.int32(-1 - self.backslashes), idx))
-                run = idx - last  # backslashes ending at each byte (0 where it is not one)
-                escaped[1:] = (run[:-1] & 1).astype(bool)
-                self.backslashes = int(run[-1])
-            else:
-                self.backslashes = 0
+            idx = np.arange(n, dtype=np.int32)
+            last = np.maximum.accumulate(np.where(a == 0x5C, np.int32(-1 - self.backslashes),
+                                                  idx))
+            run = idx - last  # backslashes ending at each byte (0 where it is not one)
+            escaped = np.empty(n, bool)
+            escaped[0] = self.backslashes & 1
+            escaped[1:] = run[:-1] & 1
+            self.backslashes = int(run[-1])
             quote = (a == 0x22) & ~escaped
             inside_after = (np.cumsum(quote, dtype=np.int32) + self.in_string) & 1
             outside = (inside_after ^ quote) == 0  # outside a string before this byte
@@ -72,7 +66,6 @@ class Lexer:
             self.depth = int(after[-1])
             self.in_string = bool(inside_after[-1])
             yield at, a, before, after, outside
-            at, step = at + n, min(2 * step, _LEX_STEP)
 
 
 

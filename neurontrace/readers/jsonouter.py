@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -61,39 +59,29 @@ def outer_fields(path: Path, key: bytes, head: bytes, tail: bytes, tail_offset: 
             )
         return {}
     doc = head + _PLACEHOLDER_JSON + tail[1:]
-    try:
-        with _no_gc():  # a long header of small objects would start a collection per
-            try:        # few thousand of them, each walking all made so far: quadratic
-                outer = _OUTER.decode(doc)
-            except msgspec.DecodeError:
-                try:
-                    outer = _OUTER.decode(repair(doc)[0])
-                except msgspec.DecodeError as e:
-                    raise BadInput(
-                        f"{path}: top-level fields outside {key.decode()} are not valid "
-                        f"JSON ({e})"
-                    ) from None
+    collecting = gc.isenabled()
+    gc.disable()  # the collector would walk a long header's objects again and again: 38 MB
+    try:          # of small objects decode in 1.5 s without it, 7.3 s with it
+        try:  # repair only what does not decode: 21 s to repair those 38 MB
+            outer = _OUTER.decode(doc)
+        except msgspec.DecodeError:
+            outer = _OUTER.decode(repair(doc)[0])
+    except msgspec.DecodeError as e:
+        raise BadInput(
+            f"{path}: top-level fields outside {key.decode()} are not valid JSON ({e})"
+        ) from None
     except RecursionError:
         raise BadInput(
             f"{path}: top-level fields outside {key.decode()} are nested too deeply "
             f"(over about {sys.getrecursionlimit()} levels)"
         ) from None
+    finally:
+        if collecting:
+            gc.enable()
     if not isinstance(outer, dict):
         raise BadInput(f"{path}: top level is not a JSON object")
     if outer.get(key.decode()) != _PLACEHOLDER:
         raise BadInput(f'{path}: more than one top-level "{key.decode()}" member')
     outer.pop(key.decode())
     return outer
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic garbage collector off (as it was before, after)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 

@@ -3,7 +3,7 @@
 Real traces carry quirks that strict JSON decoders refuse (control characters inside
 strings, bare ``N/A``, ``nan``, invalid UTF-8, lone UTF-16 surrogate escapes).
 :func:`repair` rewrites them into valid JSON and reports each repair; callers record
-those as warnings. :func:`decode_error_position` reads where a decoder stopped.
+those as warnings.
 """
 
 from __future__ import annotations
@@ -123,20 +123,3 @@ def repair(data: bytes) -> tuple[bytes, Repairs]:
         return b'"' + tok + b'"'
 
     return _TOKEN.sub(fix, data), rep
-
-
-_AT_BYTE = re.compile(r"\s*\(byte (\d+)\)")
-
-
-def decode_error_position(err: Exception) -> tuple[str, int | None]:
-    """(What ``err``, a decoder's error, says without its position; that position, a
-    byte offset in the text it decoded, or None when it gives none).
-
-    msgspec gives the position only in its message ("... (byte 42)"), so this is the
-    one place that reads a decoder's message; worded otherwise, the message is kept
-    whole and the error has no position (callers then name the chunk's start)."""
-    text = str(err)
-    m = _AT_BYTE.search(text)
-    if m is None:
-        return text, None
-    return (text[:m.start()] + text[m.end():]).strip(), int(m.group(1))

@@ -52,12 +52,7 @@ from neurontrace.readers.jsonopen import (
     too_long,
 )
 from neurontrace.readers.jsonouter import outer_fields
-from neurontrace.readers.jsonrepair import Repairs, decode_error_position, is_utf8, repair
-
-#: What the readers and the tests import from here (decode_error_position, defined in
-#: jsonrepair, is looked up here: the tests replace it).
-__all__ = ["BLOCK", "ArrayStream", "Decoded", "array_start", "decode_chunk",
-           "decode_error_position"]
+from neurontrace.readers.jsonrepair import Repairs, is_utf8, repair
 
 BLOCK = 8 << 20  # bytes read per step
 #: The key whose array a document may also be alone, as a bare top-level array.
@@ -109,8 +104,7 @@ class ArrayStream:
         self.outer: dict = {}
         self.head = b""  # the document before the array (when this span saw it)
         self.tail: tuple[bytes, int] | None = None  # the text after the array, its offset
-        self.bytes_read = 0
-        self._pos = 0  # offset of the next byte read (plain files)
+        self.bytes_read = 0  # of the (decompressed) text, from the span's start
         self._eof = False
         self._file: BinaryIO | None = None
         self._blocks: Iterator[bytes] = iter(())
@@ -124,10 +118,9 @@ class ArrayStream:
         at the read where the stream raised it, after every block before it."""
         if self.start is not None:
             f.seek(self.start)
-            self._pos = self.start
         self._file = f
-        reads = iter(lambda: f.read(self.block if self.stop is None
-                                    else max(0, min(self.block, self.stop - self._pos))), b"")
+        reads = iter(lambda: f.read(self.block if self.stop is None else max(
+            0, min(self.block, self.stop - (self.start or 0) - self.bytes_read))), b"")
         self._blocks = ahead(reads) if isinstance(f, gzip.GzipFile) else (b for b in reads)
         return self._blocks
 
@@ -140,7 +133,6 @@ class ArrayStream:
                 f"{self.bytes_read} of the decompressed text ({e})"
             ) from None
         self.bytes_read += len(b)
-        self._pos += len(b)
         if not b:
             self._eof = True
         return b
@@ -261,11 +253,9 @@ class ArrayStream:
         """
         with open_binary(self.path) as f, closing(self._reading(f)):
             if self.start is None:
-                head, buf, offset = self._find_start()
-                self.head = head
+                self.head, buf, offset = self._find_start()
             else:
-                offset = self.start
-                head, buf = b"", self._read()
+                buf, offset = self._read(), self.start
             while True:
                 if self.stop is not None and self._eof and not buf.strip(WS):
                     return  # the span ends here, after a whole element and its comma
@@ -283,7 +273,7 @@ class ArrayStream:
                     if self.start is not None:  # the head is another span's: leave the tail
                         self.tail = (tail, at)
                     else:
-                        self.outer = outer_fields(self.path, self.key, head, tail, at)
+                        self.outer = outer_fields(self.path, self.key, self.head, tail, at)
                     return
                 if rest[:1] != b",":
                     raise BadInput(f"{self.path}: expected ',' at byte {offset + end}")
@@ -384,6 +374,23 @@ def _syntax_error(data: bytes) -> msgspec.DecodeError | None:
     return None
 
 
+_AT_BYTE = re.compile(r"\s*\(byte (\d+)\)")
+
+
+def decode_error_position(err: Exception) -> tuple[str, int | None]:
+    """(What ``err``, a decoder's error, says without its position; that position, a
+    byte offset in the text it decoded, or None when it gives none).
+
+    msgspec gives the position only in its message ("... (byte 42)"), so this is the
+    one place that reads a decoder's message; worded otherwise, the message is kept
+    whole and the error has no position (callers then name the chunk's start)."""
+    text = str(err)
+    m = _AT_BYTE.search(text)
+    if m is None:
+        return text, None
+    return (text[:m.start()] + text[m.end():]).strip(), int(m.group(1))
+
+
 class _Unsure(Exception):
     """A quick cut's text does not decode: the cut, or the text, is at fault."""
 
@@ -406,11 +413,12 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
     if end and view[end - 1] == 0x2C:  # ','
         end -= 1
     view = view[:end]
+    bracketed = b"".join((b"[", view, b"]"))
     try:
         try:
-            return Decoded(decode(b"".join((b"[", view, b"]"))), view, offset, None)
+            return Decoded(decode(bracketed), view, offset, None)
         except msgspec.ValidationError:
-            err = _syntax_error(b"".join((b"[", view, b"]")))
+            err = _syntax_error(bracketed)
             if err is None and is_utf8(view):
                 return Decoded(None, view, offset, None)
         except msgspec.DecodeError as e:
@@ -440,11 +448,9 @@ def decode_chunk(path: Path, decode: Callable[[bytes], T], text: bytes | memoryv
 def array_start(path: Path, key: bytes) -> int:
     """Offset of the first byte after the array's ``[`` (plain UTF-8 files; others are
     refused with :class:`BadInput`)."""
-    with open(path, "rb") as f:
+    stream = ArrayStream(path, key, block=1 << 16)
+    with open(path, "rb") as f, closing(stream._reading(f)):
         if encoding_of(f.read(4)) is not None:
             raise BadInput(f"{path}: not UTF-8")
         f.seek(0)
-        stream = ArrayStream(path, key, block=1 << 16)
-        with closing(stream._reading(f)):
-            _, _, offset = stream._find_start()
-    return offset
+        return stream._find_start()[2]
