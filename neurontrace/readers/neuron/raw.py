@@ -49,8 +49,7 @@ from neurontrace.errors import BadInput, ToolMissing
 from neurontrace.io import atomic, scratch
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress, Source
-from neurontrace.readers.neuron.explorer import read_folder
-from neurontrace.readers.neuron.explorer_folders import is_explorer_folder
+from neurontrace.readers.neuron.explorer import is_explorer_folder, read_folder
 
 #: The converter to Parquet. ``neuron-profile`` (its name before Neuron Explorer) writes
 #: legacy JSON only: it refuses ``--output-format parquet``.

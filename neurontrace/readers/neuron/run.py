@@ -50,8 +50,7 @@ from neurontrace.readers.base import (
 from neurontrace.readers.jsonopen import read_head
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
-from neurontrace.readers.neuron.explorer import ExplorerReader
-from neurontrace.readers.neuron.explorer_folders import bound_folders, is_explorer_folder
+from neurontrace.readers.neuron.explorer import ExplorerReader, bound_folders, is_explorer_folder
 from neurontrace.readers.neuron.raw import SYSTEM_TRACE, explorer_output, pair_neff, view_args
 from neurontrace.readers.neuron.system_json import LiveFetchReader, SystemJsonReader
 
@@ -148,10 +147,8 @@ class RunReader:
         return bool(capture_folders(path))
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
-        folders = capture_folders(path)
-        if len(folders) != 1:
-            raise BadInput(f"{path}: holds {len(folders)} captures; convert it to a folder")
-        return read_capture(inspect(folders[0]), None, diag, progress)
+        raise BadInput(f"{path}: a run folder is read through convert, one source per "
+                       "capture (expand)")
 
     def expand(self, path: Path, cache: Path) -> list[Source]:
         caps = [inspect(f) for f in capture_folders(path)]
@@ -169,7 +166,7 @@ class RunReader:
         return sources
 
 
-def read_capture(cap: Capture, cache: Path | None, diag: Diagnostics,
+def read_capture(cap: Capture, cache: Path, diag: Diagnostics,
                  progress: Progress | None) -> Events:
     parts: list[tuple[str, Path, Events]] = []
     if cap.framework is not None:
@@ -179,8 +176,6 @@ def read_capture(cap: Capture, cache: Path | None, diag: Diagnostics,
     if not any(r.name in (ExplorerReader.name, SystemJsonReader.name,
                           DeviceJsonReader.name) for r, _ in neuron):
         for capture, args in _raw(cap):
-            if cache is None:
-                raise BadInput(f"{capture}: a raw capture is read through convert")
             neuron.append((ExplorerReader(), explorer_output(args, capture, cache)[0]))
     for reader, path in neuron:
         parts.append((reader.name, path, reader.read(path, diag, None)))
