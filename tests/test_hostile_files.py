@@ -408,13 +408,13 @@ import neurontrace.workers.splitting as splitting
 from neurontrace.table import spill
 ready = int(sys.argv[1])
 splitting.MIN_CHUNK = int(sys.argv[2])
-real = spill.Spill.finish
+real = spill.SpilledFrames.finish
 def finish(self):
     os.write(ready, b"spilled")
     os.close(ready)
     sys.stdin.read()
     return real(self)
-spill.Spill.finish = finish
+spill.SpilledFrames.finish = finish
 sys.argv = ["neurontrace", *sys.argv[3:]]
 main()
 """
@@ -457,7 +457,7 @@ def test_sigterm_mid_convert_leaves_nothing(work: Path) -> None:
     assert len(held) == 1 and any(held[0].rglob("*.spill.arrow"))  # files to clean up
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert stderr.splitlines() == ["neurontrace: terminated (SIGTERM)"]
     assert tree(work) == before
 

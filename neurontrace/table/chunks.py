@@ -101,7 +101,7 @@ def read_chunk(job: Job, progress: Progress | None = None, here: bool = False) -
                           budget=budget)
     part = job.reader.read_chunk(job.path, job.chunk, diag, progress)
     try:
-        narrow = spill_all(part.batches, job.spill, limit, budget, flows)
+        narrow = spill_all(part.batches, job.spill, flows, limit, budget)
     except BaseException as e:
         # read whole again, unless over the spill's limit (a whole read would meet it too)
         if isinstance(e, (ChunkUnreadable, BadInput)) and not isinstance(e, SpillLimit):

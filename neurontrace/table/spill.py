@@ -209,44 +209,6 @@ class SpilledFrames:
             self.pieces = []
 
 
-class Spill:
-    """Writes batches to ``path`` (Arrow IPC stream) and keeps their narrow columns: in
-    memory up to ``limit`` rows, then in files beside ``path`` (:class:`SpilledFrames`)."""
-
-    def __init__(self, path: Path, limit: int | None = None,
-                 budget: Budget | None = None) -> None:
-        self.path = path
-        self.budget = budget if budget is not None else Budget(path.parent)
-        self._out: Writer | None = None  # opened with the first batch's schema
-        self.narrow = SpilledFrames(folder=path.parent, limit=limit, budget=self.budget)
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        if self._out is None:
-            self._out = Writer(self.path, batch.schema, self.budget)
-        self._out.write(batch)
-        part = frame(batch.select([c for c in NARROW if c in batch.schema.names]))
-        names = pl.Series(batch.column(S.NAME))
-        self.narrow.add(part.with_columns(
-            *(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL if c in part.columns),
-            _step_no=names.str.extract(STEP_NAME, 1).cast(pl.Int64),
-        ))
-
-    def finish(self) -> SpilledFrames:
-        """Close the files; the narrow columns of every row added, in order."""
-        if self._out is None:  # no rows at all
-            self._out = Writer(self.path, pa.schema([(S.NAME, pa.string())]))
-        self._out.close()
-        return self.narrow.finish()
-
-    def discard(self) -> None:
-        try:
-            if self._out is not None:
-                self._out.close()
-        finally:
-            self.path.unlink(missing_ok=True)
-            self.narrow.discard()
-
-
 class Writer:
     """An Arrow IPC stream file being written (created or emptied), the bytes of each
     table or batch charged to ``budget`` when one is given."""
@@ -369,28 +331,45 @@ def read_batches(path: Path) -> Iterator[pa.RecordBatch]:
         start = source.tell()
 
 
-def spill_all(batches: Iterable[Batch], path: Path, limit: int | None = None,
-              budget: Budget | None = None, flows: SpilledFrames | None = None
-              ) -> SpilledFrames:
-    """Spill every batch of rows to ``path``; their narrow columns. The reader's flow
-    events (:class:`~neurontrace.readers.base.Flows`) go to ``flows``, which the caller
-    finishes. On failure nothing is left of the rows' files, nor of ``flows``.
-    ``budget``: shared with other temporary files of the same read (default: its own)."""
-    spill = Spill(path, limit, budget)
+def spill_all(batches: Iterable[Batch], path: Path, flows: SpilledFrames,
+              limit: int | None = None, budget: Budget | None = None) -> SpilledFrames:
+    """Spill every batch of rows to ``path`` (Arrow IPC stream); their narrow columns,
+    with each row's ``ProfilerStep`` number (``_step_no``): in memory up to ``limit``
+    rows, then in files beside ``path`` (:class:`SpilledFrames`). The reader's flow events
+    (:class:`~neurontrace.readers.base.Flows`) go to ``flows``, which the caller finishes.
+    On failure nothing is left of the rows' files, nor of ``flows``. ``budget``: shared
+    with other temporary files of the same read (default: its own)."""
+    budget = budget if budget is not None else Budget(path.parent)
+    narrow = SpilledFrames(folder=path.parent, limit=limit, budget=budget)
+    out: Writer | None = None  # opened with the first batch's schema
     try:
         for batch in batches:
             if isinstance(batch, Flows):
-                if flows is None:
-                    raise TypeError("flow events where none were expected")
                 flows.add(frame(batch.events))
-            else:
-                spill.add(batch)
-        return spill.finish()
+                continue
+            if out is None:
+                out = Writer(path, batch.schema, budget)
+            out.write(batch)
+            part = frame(batch.select([c for c in NARROW if c in batch.schema.names]))
+            names = pl.Series(batch.column(S.NAME))
+            narrow.add(part.with_columns(
+                *(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL if c in part.columns),
+                _step_no=names.str.extract(STEP_NAME, 1).cast(pl.Int64),
+            ))
+        if out is None:  # no rows at all
+            out = Writer(path, pa.schema([(S.NAME, pa.string())]))
+        done, out = out, None  # closed: not again if what follows fails
+        done.close()
+        return narrow.finish()
     except BaseException:
         try:
-            spill.discard()
+            if out is not None:
+                out.close()
         finally:
-            if flows is not None:
+            path.unlink(missing_ok=True)
+            try:
+                narrow.discard()
+            finally:
                 flows.discard()
         raise
 
