@@ -117,10 +117,10 @@ class DeviceProfile:
 
 
 def device_profiles(folder: Path, rows: list[dict[str, Any]] | None,
-                    diag: Diagnostics | None = None) -> list[DeviceProfile]:
+                    diag: Diagnostics) -> list[DeviceProfile]:
     """The device folders bound to the system folder ``folder`` by its ``DeviceProfileList``
     ``rows``: ``<device_profile_name>@latest`` beside ``folder`` (in ``folder`` itself as a
-    fallback). A row whose folder is missing is warned about (when ``diag``) and skipped."""
+    fallback). A row whose folder is missing is warned about and skipped."""
     out: list[DeviceProfile] = []
     for r in rows or []:
         name = r.get("device_profile_name")
@@ -129,10 +129,9 @@ def device_profiles(folder: Path, rows: list[dict[str, Any]] | None,
         cands = [folder.parent / f"{name}@latest", folder / f"{name}@latest", folder / name]
         found = next((c for c in cands if c != folder and is_explorer_folder(c)), None)
         if found is None:
-            if diag is not None:
-                diag.warn("device_profile_missing",
-                          f"{shown(folder)}: DeviceProfileList names {name!r}, but no folder "
-                          f"{name}@latest is beside it; its device rows are not read")
+            diag.warn("device_profile_missing",
+                      f"{shown(folder)}: DeviceProfileList names {name!r}, but no folder "
+                      f"{name}@latest is beside it; its device rows are not read")
             continue
         inst = r.get("instance_id")
         ids = (N.int_value(r.get(k)) for k in ("process_id", "nc_id", "session_id", "model_id"))
@@ -141,15 +140,14 @@ def device_profiles(folder: Path, rows: list[dict[str, Any]] | None,
 
 
 def bound_folders(folder: Path) -> set[Path]:
-    """The device folders a system folder's ``DeviceProfileList`` binds (read with it)."""
-    files = tables(folder).get("DeviceProfileList", []) if folder.is_dir() else []
-    rows: list[dict[str, Any]] = []
-    for f in files:
-        try:
-            rows += pq.read_table(f).to_pylist()[:SIDE_ROWS]
-        except (pa.ArrowException, OSError):
-            continue  # refused, in one line, when the folder itself is read
-    return {p.folder for p in device_profiles(folder, rows)}
+    """The device folders the Explorer folder ``folder``'s ``DeviceProfileList`` binds
+    (read with it; its warnings are given then)."""
+    quiet = Diagnostics()
+    try:
+        side = _Read(folder, quiet, None)._side(("DeviceProfileList",))
+    except BadInput:
+        return set()  # refused, in one line, when the folder itself is read
+    return {p.folder for p in device_profiles(folder, side.get("DeviceProfileList"), quiet)}
 
 
 def schema_version(meta: list[dict[str, Any]] | None, folder: Path,

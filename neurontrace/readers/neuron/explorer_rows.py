@@ -281,8 +281,6 @@ def execution(df: pl.DataFrame) -> pl.Expr:
 def flows(df: pl.DataFrame) -> pl.Expr:
     """``flow_id`` as ``neuron:<id>`` strings, whether stored as a list or as text (ids
     separated by commas, in brackets or not, each in quotes or not)."""
-    if "flow_id" not in df.columns:
-        return pl.lit(None, pl.List(pl.String))
     dt = df.schema["flow_id"]
     if isinstance(dt, pl.List):
         lst = pl.col("flow_id").cast(pl.List(pl.String))
