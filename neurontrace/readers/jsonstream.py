@@ -162,38 +162,25 @@ class ArrayStream:
         before the array, which may be as long as :func:`token_limit`.
         """
         key = b'"' + self.key + b'"'
+        what = "the text before the array"
         buf = b""
-        first = -1  # offset of the document's first token
+        while (m := NOT_WS.search(buf, len(BOM) if buf.startswith(BOM) else 0)) is None:
+            if self._eof:
+                raise BadInput(f"{self.path}: not a JSON trace: no text in it")
+            buf = self._more(buf, what, 0)
+        first = lexed = m.start()  # the document's first token; bytes of buf lexed
+        if m.group() == b"[" and self.key == CHROME_KEY:  # Chrome's "JSON Array Format"
+            return b"", buf[first + 1:], first + 1
+        if m.group() == b"[":
+            raise BadInput(
+                f'{self.path}: a bare JSON array, not an object with "{self.key.decode()}"'
+            )
+        if m.group() != b"{":
+            raise BadInput(
+                f"{self.path}: not a JSON trace: starts with {buf[first:first + 20]!r}"
+            )
         lexer = Lexer()
-        lexed = 0  # bytes of buf lexed
         while True:
-            if first >= 0 and len(buf) - first > self.limit:
-                raise BadInput(
-                    f'{self.path}: no "{self.key.decode()}" array in the first '
-                    f"{self.limit:,} bytes (set {TOKEN_LIMIT_ENV} to look further)"
-                )
-            buf = self._more(buf, "the text before the array", 0) if not self._eof \
-                else buf
-            if first < 0:
-                m = NOT_WS.search(buf, len(BOM) if buf.startswith(BOM) else 0)
-                if m is None:
-                    if self._eof:
-                        raise BadInput(f"{self.path}: not a JSON trace: no text in it")
-                    continue
-                first = m.start()
-                c = buf[first:first + 1]
-                if c == b"[" and self.key == CHROME_KEY:  # Chrome's "JSON Array Format"
-                    return b"", buf[first + 1:], first + 1
-                if c == b"[":
-                    raise BadInput(
-                        f'{self.path}: a bare JSON array, not an object with "'
-                        f'{self.key.decode()}"'
-                    )
-                if c != b"{":
-                    raise BadInput(
-                        f"{self.path}: not a JSON trace: starts with {buf[first:first + 20]!r}"
-                    )
-                lexed = first
             # Lex all but the last len(key) - 1 bytes, so every key found starts in
             # the lexed part and ends in the buffer.
             upto = len(buf) if self._eof else max(lexed, len(buf) - len(key) + 1)
@@ -203,12 +190,9 @@ class ArrayStream:
                 end = at + int(ends[0]) if len(ends) else -1  # the top level closes
                 p = buf.find(key, at, at + len(a) + len(key) - 1)
                 while p >= 0 and (end < 0 or p < end):
-                    i = p - at
-                    if before[i] == 1 and outside[i]:  # a string at the top level
-                        bracket = self._after_key(buf, p + len(key))
-                        buf = bracket[1]
-                        if bracket[0] >= 0:
-                            j = bracket[0]
+                    if before[p - at] == 1 and outside[p - at]:  # a string at the top level
+                        j, buf = self._after_key(buf, p + len(key))
+                        if j >= 0:
                             return buf[first:j], buf[j + 1:], j + 1
                     p = buf.find(key, p + 1, at + len(a) + len(key) - 1)
                 if end >= 0:
@@ -222,6 +206,12 @@ class ArrayStream:
                     f'{self.path}: not a Chrome/Kineto trace: no "{self.key.decode()}" '
                     f"array (the file ends at byte {len(buf)}, inside the top-level object)"
                 )
+            if len(buf) - first > self.limit:
+                raise BadInput(
+                    f'{self.path}: no "{self.key.decode()}" array in the first '
+                    f"{self.limit:,} bytes (set {TOKEN_LIMIT_ENV} to look further)"
+                )
+            buf = self._more(buf, what, 0)
 
     def _after_key(self, buf: bytes, j: int) -> tuple[int, bytes]:
         """After a top-level string ending at ``j``: (offset of the '[' of its value
