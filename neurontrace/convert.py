@@ -9,6 +9,7 @@ import shutil
 import stat
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -23,7 +24,7 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.io import atomic, scratch, store
 from neurontrace.io.destination import Place, lock, matching
-from neurontrace.io.digest import BackgroundDigest
+from neurontrace.io.digest import background_digest
 from neurontrace.readers.base import Progress, Source
 from neurontrace.readers.inputs import inputs_of
 from neurontrace.table.assemble import Assembled, assemble
@@ -49,10 +50,11 @@ class Converted:
 
 def _assemble(src: Source, rank: int | None, progress: Progress | None,
               diag: Diagnostics, workdir: Path | None,
-              digest: BackgroundDigest | None = None) -> tuple[Assembled, dict[bytes, bytes]]:
+              digest: Callable[[], Future[str]] | None = None
+              ) -> tuple[Assembled, dict[bytes, bytes]]:
     try:
         built = assemble(src, diag, progress, rank=rank, workdir=workdir,
-                         after_read=digest.start if digest is not None else None)
+                         after_read=digest)
     except SpillLimit as e:
         raise BadInput(f"{src.path}: {e}") from None
     ev = built.events
@@ -60,7 +62,7 @@ def _assemble(src: Source, rank: int | None, progress: Progress | None,
     try:
         source["bytes"] = _size(src.path)
         if digest is not None:
-            source["digest"] = digest()
+            source["digest"] = digest().result()
     except BaseException:
         built.close()  # its temporary files
         raise
@@ -137,10 +139,10 @@ def convert_one(job: Job, progress: Progress | None = None) -> Converted:
     (the output's path on the destination's filesystem) or kept (with the warning counts
     its metadata recorded)."""
     src = job.source
-    digest = BackgroundDigest(src.path)  # started here to compare, else once read
+    digest = background_digest(src.path)  # started here to compare, else once read
     want: dict[str, Any] = {"format": src.format, "options": {"rank": job.rank}}
     if job.candidates and not job.force:
-        want["digest"] = digest()
+        want["digest"] = digest().result()
         for cand in job.candidates:
             meta = matching(job.out.fs, cand, want)
             if meta is not None:
@@ -233,8 +235,8 @@ def convert(
         atomic.refuse_overlap(srcs, local)
         atomic.check_output(local, folder=None)
         made = atomic.make_parent(local)
-    # even one trace makes a dataset in a folder
-    folder = _names_folder(dst) or place.kind() == pafs.FileType.Directory
+    # even one trace makes a dataset in a folder: one spelled as such (``out/``), or there
+    folder = os.fspath(dst).endswith(("/", os.sep)) or place.kind() == pafs.FileType.Directory
     near = local.parent if local is not None else None  # where temporary files go
     out = Converted()
     try:
@@ -259,17 +261,10 @@ def convert(
         raise
 
 
-def _names_folder(dst: PathLike) -> bool:
-    """Whether ``dst`` is spelled as a folder: it ends with a slash (``out/``)."""
-    return os.fspath(dst).endswith(("/", os.sep))
-
-
 def written_by_us(path: Path) -> bool:
     """Whether ``path`` is a Parquet file neurontrace wrote (any version), or a folder
     holding only such files (a dataset; an empty folder too)."""
-    if path.is_dir():
-        return _foreign(path) is None
-    return _ours(path)
+    return _foreign(path) is None if path.is_dir() else _ours(path)
 
 
 def _replace_dataset(local: Path, sources: list[Source], rank: int | None, force: bool,

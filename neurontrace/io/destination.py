@@ -52,10 +52,6 @@ class Place:
         """The local path, when this place is on the local filesystem."""
         return Path(self.path) if isinstance(self.fs, pafs.LocalFileSystem) else None
 
-    @property
-    def name(self) -> str:
-        return posixpath.basename(self.path.rstrip("/"))
-
     def __str__(self) -> str:
         """The local path, or ``<filesystem>://<path>`` (no query options, no credentials)."""
         return self.path if self.local is not None else f"{self.fs.type_name}://{self.path}"

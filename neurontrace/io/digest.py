@@ -11,7 +11,9 @@ as well as an edited one. Size and modification time alone are never trusted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
 
 from blake3 import blake3
@@ -42,22 +44,17 @@ def _feed(h: blake3, path: Path) -> None:
             h.update(view[:n])
 
 
-class BackgroundDigest:
-    """:func:`content_digest` of ``path`` in a thread, started by :meth:`start` (or by
-    the first call for the result). ``convert`` starts it once the input has been read:
-    while reading, every core is busy decoding; afterwards one mostly waits."""
+def background_digest(path: Path) -> Callable[[], Future[str]]:
+    """A function that starts :func:`content_digest` of ``path`` in a thread when first
+    called, and returns its Future (the same one each time). ``convert`` starts it once
+    the input has been read: while reading, every core is busy decoding; afterwards one
+    mostly waits."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._future: Future[str] | None = None
+    @cache
+    def started() -> Future[str]:
+        pool = ThreadPoolExecutor(1, thread_name_prefix="neurontrace-digest")
+        future = pool.submit(content_digest, path)
+        pool.shutdown(wait=False)
+        return future
 
-    def start(self) -> None:
-        if self._future is None:
-            pool = ThreadPoolExecutor(1, thread_name_prefix="neurontrace-digest")
-            self._future = pool.submit(content_digest, self.path)
-            pool.shutdown(wait=False)
-
-    def __call__(self) -> str:
-        self.start()
-        assert self._future is not None
-        return self._future.result()
+    return started

@@ -107,7 +107,7 @@ def read(src: Source, diag: Diagnostics, progress: Progress | None,
 
 def assemble(src: Source, diag: Diagnostics, progress: Progress | None = None,
              rank: int | None = None, workdir: Path | None = None,
-             after_read: Callable[[], None] | None = None) -> Assembled:
+             after_read: Callable[[], object] | None = None) -> Assembled:
     """Read ``src``, spill it and derive the columns that relate rows.
 
     The batches go to temporary Arrow IPC files in ``workdir`` as they arrive (see
