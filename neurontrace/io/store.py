@@ -50,6 +50,7 @@ def write_batches(batches: Iterable[pa.RecordBatch], dst: Path,
         use_dictionary=[S.LAYER, S.CATEGORY, S.NAME, S.KIND, S.TRACK, S.LINK],
         column_encoding={S.ROW: "DELTA_BINARY_PACKED", S.START_NS: "DELTA_BINARY_PACKED"},
     ) as w:
+        # the next batches are built in a thread while Arrow encodes these (GIL released)
         for group in _row_groups(ahead(batches), schema):
             w.write_table(group, row_group_size=ROW_GROUP)
 
