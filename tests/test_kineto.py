@@ -111,6 +111,21 @@ def test_negative_duration_is_clamped_with_a_warning() -> None:
     assert warnings("negative-duration.json") == {"negative_dur": 1}
 
 
+def test_a_span_that_would_end_past_the_int64_range_is_cut_to_end_there(tmp_path: Path
+                                                                         ) -> None:
+    f = tmp_path / "far.json"
+    f.write_text('{"traceEvents": ['
+                 '{"ph": "X", "cat": "cpu_op", "name": "far", "pid": 1, "tid": 1,'
+                 ' "ts": 9223372036854770.000, "dur": 100},'
+                 '{"ph": "X", "cat": "cpu_op", "name": "near", "pid": 1, "tid": 1,'
+                 ' "ts": 1, "dur": 2}]}')
+    diag = Diagnostics()
+    df = pl.from_arrow(neurontrace.load(f, diag=diag)).sort("start_ns")
+    assert df["dur_ns"].to_list() == [2000, 2**63 - 1 - 9223372036854770000]
+    assert dict(diag.counts) == {"end_out_of_range": 1}
+    assert "event #0 after byte 17 'far' would end past the 64-bit range" in diag.lines()[1]
+
+
 def test_bare_array_format() -> None:
     assert events("bare-array.json")["name"].to_list() == [
         "ProfilerStep#7", "aten::linear", "aten::t"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress, repeat
-from operator import attrgetter, is_, not_
+from itertools import repeat
+from operator import attrgetter, is_
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ class Metadata:
         start = batch.column(S.START_NS)
         low = pc.min(start)
         if low.is_valid:
-            end = pc.add(start, batch.column(S.DUR_NS))  # cannot wrap: see _within_range
+            end = pc.add(start, batch.column(S.DUR_NS))  # cannot wrap: see _row_batch
             self.times = _widened(self.times, (low.as_py(), pc.max(end).as_py()))
         return batch
 
@@ -90,10 +90,9 @@ def _widened(a: tuple[int, int] | None, b: tuple[int, int]) -> tuple[int, int]:
 
 
 _NOT_ROWS = frozenset({"M", *FLOW_PHASES})
-_ROW_PHASES = frozenset(KIND_OF_PHASE)
 # Field getters (map over a list of structs runs in C, a comprehension does not).
-_PH, _NAME, _CAT, _PID, _TID, _TS, _DUR, _ARGS, _ID = (
-    attrgetter(f) for f in ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args", "id"))
+_PH, _NAME, _CAT, _PID, _TID, _TS, _DUR, _ARGS = (
+    attrgetter(f) for f in ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args"))
 
 
 def chunk_columns(
@@ -102,27 +101,20 @@ def chunk_columns(
     """Rows and flows of one chunk; ``at`` is its byte offset (messages name events as
     "#k after byte <at>"). Every phase but metadata and flows is a row; an unknown one
     is kept as an instant."""
-    phases = list(map(_PH, events))
+    rows = [e for e in events if e.ph not in _NOT_ROWS]
 
     def where(row: int) -> str:
         """Names a row's event in messages ("#k after byte N"), found only when needed."""
         k = [i for i, e in enumerate(events) if e.ph not in _NOT_ROWS][row]
         return f"#{k} after byte {at}"
 
-    if set(phases) <= _ROW_PHASES:  # most chunks: rows only, of known phases
-        return meta.saw(_row_batch(events, phases, where, path, diag)), None
-    # Split by phase with the loops in C (itertools), not comprehensions.
-    other = list(map(_NOT_ROWS.__contains__, phases))
-    row = list(map(not_, other))
-    rows = list(compress(events, row))
-    others = list(compress(events, other))
-    flows = [e for e in others if e.ph in FLOW_PHASES]
+    others = [e for e in events if e.ph in _NOT_ROWS]
     for e in others:
         if e.ph == "M":
             meta.add(e)
-    phases = list(compress(phases, row))
-    unknown = [] if _ROW_PHASES.issuperset(phases) else [
-        i for i, ph in enumerate(phases) if ph not in KIND_OF_PHASE]
+    flows = [e for e in others if e.ph in FLOW_PHASES]
+    phases = list(map(_PH, rows))
+    unknown = [i for i, ph in enumerate(phases) if ph not in KIND_OF_PHASE]
     if unknown:
         first = rows[unknown[0]]
         diag.warn(
@@ -245,7 +237,12 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
             f"{path}: event {where(i)} {names[i]!r} has dur "
             f"{bytes(rows[i].dur).decode(errors='replace')}; duration set to 0")):
         dur = pc.if_else(negative, 0, dur)
-    dur = _within_range(start, dur, names, where, path, diag)
+    # A span that would end past the int64 range of nanoseconds ends there.
+    over = pc.and_(pc.greater(start, 0), pc.greater(dur, pc.subtract(I64_MAX, start)))
+    if _flag(over, diag, "end_out_of_range", lambda i: (
+            f"{path}: event {where(i)} {names[i]!r} would end past the 64-bit range of "
+            "nanoseconds; its duration is cut to end there")):
+        dur = pc.if_else(over, pc.subtract(I64_MAX, start), dur)
 
     args, links = _args(list(map(_ARGS, rows)), where, path, diag)
     roles = classify(pl.DataFrame({S.LAYER: layer, S.CATEGORY: category, S.NAME: name,
@@ -267,25 +264,6 @@ def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
         S.ARGS: args,
     }
     return pa.RecordBatch.from_pydict(cols, schema=BATCH_SCHEMA)
-
-
-def _within_range(start: pa.Array, dur: pa.Array, names: list[Any], where: _Where,
-                  path: Path, diag: Diagnostics) -> pa.Array:
-    """``dur`` (never negative here), shortened where a span would end past the int64
-    range of nanoseconds, with a warning."""
-    s = start.to_numpy(zero_copy_only=False)
-    d = dur.to_numpy(zero_copy_only=False)
-    over = (s > 0) & (d > I64_MAX - np.maximum(s, 0))
-    if not over.any():
-        return dur
-    first = int(np.flatnonzero(over)[0])
-    diag.warn(
-        "end_out_of_range",
-        f"{path}: event {where(first)} {names[first]!r} would end past the 64-bit range "
-        "of nanoseconds; its duration is cut to end there",
-        int(over.sum()),
-    )
-    return pa.array(np.where(over, I64_MAX - s, d), pa.int64())
 
 
 def _flag(mask: pa.Array, diag: Diagnostics, code: str, message: Callable[[int], str]
@@ -330,18 +308,10 @@ def _args(
     args = args.cast(pa.string())
     text = pl.DataFrame({"a": pl.Series(args)})
     keys = [k for _, ks in _LINK_KEYS for k in ks]
-    # A regex pass per key the chunk holds (a quick literal search says which: a CPU
-    # trace has no "correlation" or "stream"); the others are null throughout.
-    held = text.select(
-        pl.col("a").str.contains(f'"{k}"', literal=True).any().alias(k) for k in keys
-    ).row(0)
-    found = text.with_columns(
+    found = text.select(
         arg_text(pl.col("a"), k, _INTEGER, " bytes" if k in _BYTE_KEYS else "").alias(k)
-        if present
-        else pl.lit(None, pl.String).alias(k)
-        for k, present in zip(keys, held, strict=True)
-    ).drop("a")
-    found = found.select(_as_int64(pl.col(k), k) for k in keys)
+        for k in keys
+    ).select(_as_int64(pl.col(k), k) for k in keys)
     merged = found.select(pl.coalesce(list(ks)).alias(col) for col, ks in _LINK_KEYS)
     return args, {c: merged.get_column(c).to_arrow() for c in merged.columns}
 
@@ -391,13 +361,8 @@ def _as_int64(value: pl.Expr, name: str) -> pl.Expr:
 def _flow_batch(flows: list[Event], path: Path, diag: Diagnostics) -> pa.RecordBatch | None:
     if not flows:
         return None
-    try:  # "<cat>:<id>", vectorised when cat is text and ids are all numbers or all text
-        cats = pl.Series(list(map(_CAT, flows)), dtype=pl.String).fill_null("")
-        ids = cats + ":" + pl.Series(list(map(_ID, flows))).cast(pl.String).fill_null("None")
-        flow_id = ids.to_arrow().cast(pa.string())
-    except (TypeError, pl.exceptions.PolarsError):
-        flow_id = pa.array([f"{e.cat if isinstance(e.cat, str) else ''}:{e.id}"
-                            for e in flows], pa.string())
+    flow_id = pa.array([f"{e.cat if isinstance(e.cat, str) else ''}:{e.id}" for e in flows],
+                       pa.string())
     pid, _ = _ids(list(map(_PID, flows)), "pid", path, diag)
     tid, _ = _ids(list(map(_TID, flows)), "tid", path, diag)
     ts, _ = microseconds_to_ns(list(map(_TS, flows)))
