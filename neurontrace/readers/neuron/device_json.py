@@ -163,8 +163,7 @@ class DeviceJsonReader:
                     diag.warn("bad_ts", f"{shown(path)}: {bad} {name} row(s) have a {col} "
                               "that is not an integer number of ns; read as 0", bad)
         meta = doc.get("metadata")
-        unit, divisor, calib = calibrate(instr, summary, path, diag,
-                                         clues(meta, instr_rows))
+        unit, divisor, calib = calibrate(instr, instr_rows, summary, meta, path, diag)
         nc = N.nc_from_name(path.stem)
         if nc is None and isinstance(meta, dict):
             nc = N.int_value(meta.get("nc_idx"))
@@ -220,39 +219,30 @@ def _attrs_decoded(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "hlo_attrs": attrs} if isinstance(attrs, dict) else row
 
 
-def clues(meta: Any, instr_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """What, besides ``summary``, says the time unit: a declared unit (``metadata``'s
-    ``timestamp_unit``/``time_unit``, else the one all instruction rows that carry a
-    ``timestamp_unit`` agree on) and ``metadata.total_time`` (seconds)."""
-    out: dict[str, Any] = {}
-    meta = meta if isinstance(meta, dict) else {}
-    for key in ("timestamp_unit", "time_unit"):
-        if isinstance(meta.get(key), str):
-            out["declared"], out["declared_by"] = meta[key].strip().lower(), f"metadata.{key}"
-            break
-    else:
-        units = {str(r["timestamp_unit"]).strip().lower() for r in instr_rows
-                 if r.get("timestamp_unit") is not None}
-        if len(units) == 1:
-            out["declared"], out["declared_by"] = units.pop(), "instruction.timestamp_unit"
-    if isinstance(meta.get("total_time"), (int, float)):
-        out["total_time"] = meta["total_time"]
-    return out
-
-
-def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], path: Path,
-              diag: Diagnostics, other: dict[str, Any]) -> tuple[str, int, dict[str, Any]]:
+def calibrate(instr: pl.DataFrame, instr_rows: list[dict[str, Any]],
+              summary: list[dict[str, Any]], meta: Any, path: Path,
+              diag: Diagnostics) -> tuple[str, int, dict[str, Any]]:
     """(unit, divisor to ns, what was measured and from which clue: ``unit_source``).
 
-    ``summary.total_time`` first; without it, ``other`` (:func:`clues`): a declared unit,
-    then ``metadata.total_time``; else nanoseconds, as documented, with a warning."""
+    ``summary.total_time`` (seconds) first; without it, a declared unit (``metadata``'s
+    ``timestamp_unit``/``time_unit``, else the one all instruction rows that carry a
+    ``timestamp_unit`` agree on), then ``metadata.total_time``; else nanoseconds, as
+    documented, with a warning."""
     total = summary[0].get("total_time") if summary else None
     source = "summary.total_time"
     if not isinstance(total, (int, float)) or total <= 0:
-        declared = other.get("declared")
-        if declared in DECLARED_UNITS:
-            return declared, DECLARED_UNITS[declared], {"unit_source": other["declared_by"]}
-        total, source = other.get("total_time"), "metadata.total_time"
+        meta = meta if isinstance(meta, dict) else {}
+        declared = next(((meta[k].strip().lower(), f"metadata.{k}")
+                         for k in ("timestamp_unit", "time_unit")
+                         if isinstance(meta.get(k), str)), None)
+        units = {str(r["timestamp_unit"]).strip().lower() for r in instr_rows
+                 if r.get("timestamp_unit") is not None}
+        if declared is None and len(units) == 1:
+            declared = units.pop(), "instruction.timestamp_unit"
+        if declared is not None and declared[0] in DECLARED_UNITS:
+            return declared[0], DECLARED_UNITS[declared[0]], {"unit_source": declared[1]}
+        total = meta["total_time"] if isinstance(meta.get("total_time"), (int, float)) else None
+        source = "metadata.total_time"
     if instr.height == 0:
         return "ns", 1, {"note": "no instructions", "unit_source": "none (no instructions)"}
     span = instr.select(
