@@ -9,6 +9,7 @@ visible in one piece or not at all.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import posixpath
@@ -25,7 +26,6 @@ import pyarrow.parquet as pq
 from neurontrace import schema as S
 from neurontrace.errors import BadInput
 from neurontrace.io.atomic import first_line, hidden_name
-from neurontrace.io.scratch import flock
 
 
 @dataclass(frozen=True)
@@ -134,14 +134,14 @@ def matching(fs: pafs.FileSystem, path: str, want: dict[str, Any]) -> dict[bytes
 def lock(dst: Path) -> Iterator[None]:
     """Hold ``.<name>.lock`` next to ``dst`` (:func:`~neurontrace.io.atomic.hidden_name`: a
     shorter name for a long one): a second ``convert`` into the same local destination
-    waits for the first to finish (:func:`~neurontrace.io.scratch.flock`).
+    waits for the first to finish (``flock``).
 
     Not ``filelock``: its Unix lock leaves the lock file behind, and a run must leave no
     file; removing it safely needs the inode check below."""
     path = dst.with_name(hidden_name(dst.name, "lock"))
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        flock(fd, wait=True)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:  # the holder before us may have removed the file: lock the current one
             if os.fstat(fd).st_ino == os.stat(path).st_ino:
                 break

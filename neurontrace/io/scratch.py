@@ -43,15 +43,6 @@ GRACE = 60.0
 CACHE = ".neurontrace-cache"
 
 
-def flock(fd: int, wait: bool) -> bool:
-    """Take an exclusive flock on ``fd``; False when another holds it (no ``wait``)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
-        return False
-    return True
-
-
 def clean_stale(parent: Path) -> None:
     """Remove the run folders in ``parent`` that no live process holds (see the module
     doc)."""
@@ -82,9 +73,12 @@ def _abandoned(entry: os.DirEntry[str]) -> bool:
     except OSError:
         return False
     try:
-        return flock(fd, wait=False)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False  # a live run holds it
     finally:
         os.close(fd)
+    return True
 
 
 @contextmanager
@@ -103,7 +97,7 @@ def run_folder(parent: Path | None, output: Path | None = None) -> Iterator[Path
     try:
         # locked under another name, then renamed: a cleaner never sees it unlocked
         fd = os.open(folder / f"{LOCK}.new", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        flock(fd, wait=True)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         os.rename(folder / f"{LOCK}.new", folder / LOCK)
         yield folder
     finally:
