@@ -373,7 +373,8 @@ class _Read:
     def _device_starts(self) -> pl.DataFrame:
         """The earliest ``start_ts`` per ``nc_idx`` (``nc``) of each device-table batch
         (``start``; ``has_nc``: whether the batch has an ``nc_idx``), read once for all
-        the placements of the folder."""
+        the placements of the folder. Two columns, not the whole tables: on a 2 M-row,
+        11-column ``Instruction`` table 0.04-0.16 s against 1.0-1.7 s."""
         parts = [
             with_defaults(df, ["nc_idx"]).group_by(
                 nc=pl.col("nc_idx").cast(pl.Int64, strict=False)
