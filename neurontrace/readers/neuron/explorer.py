@@ -98,7 +98,7 @@ def is_explorer_folder(folder: Path) -> bool:
 class DeviceProfile:
     """A device folder of a ``view -d`` session, bound to its ``DeviceProfileList`` row."""
 
-    name: str
+    device_profile_name: str
     folder: Path
     instance_id: str | None
     process_id: int | None
@@ -111,9 +111,7 @@ class DeviceProfile:
         return f"{self.instance_id or '?'} pid {self.process_id} nc {'?' if nc is None else nc}"
 
     def describe(self) -> dict[str, Any]:
-        fields = asdict(self)
-        return {"device_profile_name": fields.pop("name"), "folder": str(fields.pop("folder")),
-                **fields}
+        return {**asdict(self), "folder": str(self.folder)}
 
 
 def device_profiles(folder: Path, rows: list[dict[str, Any]] | None,
@@ -230,15 +228,13 @@ def read_folder(folder: Path, tool_schema: dict[str, object] | None, diag: Diagn
     """The Explorer folder ``folder`` read; with ``tool_schema`` (what the tool that wrote
     it printed of its profile schema) in the trace's ``neuron`` metadata."""
     return Events.filled_by(ExplorerReader.name,
-                            _Read(folder, diag, progress, tool_schema=tool_schema).batches)
+                            lambda ev: _Read(folder, diag, progress).batches(ev, tool_schema))
 
 
 class _Read:
     def __init__(self, folder: Path, diag: Diagnostics, progress: Progress | None,
-                 prof: DeviceProfile | None = None,
-                 tool_schema: dict[str, object] | None = None) -> None:
+                 prof: DeviceProfile | None = None) -> None:
         self.folder = folder
-        self.tool_schema = tool_schema
         self.prof = prof
         self.diag = diag
         self.progress = progress
@@ -247,7 +243,8 @@ class _Read:
         self.done = 0
         self.noted: set[str] = set()
 
-    def batches(self, ev: Events) -> Iterator[pa.RecordBatch]:
+    def batches(self, ev: Events,
+                tool_schema: dict[str, object] | None) -> Iterator[pa.RecordBatch]:
         side = self._side(SIDE_TABLES)
         majors: set[str] = set()  # unknown major versions warned about in this read
         version = schema_version(side.get("Metadata"), self.folder, self.diag, majors)
@@ -278,7 +275,7 @@ class _Read:
                 t for t in self.tables if t not in (SYSTEM, *DEVICE_TABLES, *SIDE_TABLES)
             ),
             **({"device_profiles": [p.describe() for p in profiles]} if profiles else {}),
-            **({"tool_profile_schema": self.tool_schema} if self.tool_schema is not None else {}),
+            **({"tool_profile_schema": tool_schema} if tool_schema is not None else {}),
         }}
         ev.clock = {
             "base_time_ns": 0,

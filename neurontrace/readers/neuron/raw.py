@@ -80,17 +80,13 @@ _SCHEMA_VERSION = re.compile(
     r"""^\s*(?:profile_schema_version|version)\s*:\s*['"]?(\d+\.\d+(?:\.\d+)?)""", re.M)
 
 
-def is_raw(path: Path) -> bool:
-    return path.is_file() and (path.suffix == ".ntff" or path.name == SYSTEM_TRACE)
-
-
 class RawReader:
     name = "neuron-raw"
     description = ("Raw Neuron capture (.ntff with its .neff, ntrace.pb): converted with "
                    "neuron-explorer view when it is on PATH")
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        return is_raw(path)
+        return path.is_file() and (path.suffix == ".ntff" or path.name == SYSTEM_TRACE)
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         raise BadInput(f"{path}: a raw Neuron capture is read through convert, which runs "
