@@ -175,17 +175,14 @@ def read_capture(cap: Capture, cache: Path, diag: Diagnostics,
     neuron = list(cap.converted)
     if not any(r.name in (ExplorerReader.name, SystemJsonReader.name,
                           DeviceJsonReader.name) for r, _ in neuron):
-        for capture, args in _raw(cap):
+        # The session folder (system and device profiles), else each NTFF with its NEFF,
+        # every one paired before any is converted.
+        raws = [cap.folder] if cap.system_trace is not None else [t for t, _ in cap.pairs]
+        for capture, args in [(c, view_args(c)) for c in raws]:
             neuron.append((ExplorerReader(), explorer_output(args, capture, cache)[0]))
     for reader, path in neuron:
         parts.append((reader.name, path, reader.read(path, diag, None)))
     return Events.filled_by(RunReader.name, lambda out: merge(parts, cap, out, diag))
-
-
-def _raw(cap: Capture) -> list[tuple[Path, list[str]]]:
-    if cap.system_trace is not None:  # the session folder: system and device profiles
-        return [(cap.folder, view_args(cap.folder))]
-    return [(ntff, view_args(ntff)) for ntff, _ in cap.pairs]
 
 
 def merge(parts: list[tuple[str, Path, Events]], cap: Capture, out: Events,
@@ -207,7 +204,7 @@ def merge(parts: list[tuple[str, Path, Events]], cap: Capture, out: Events,
                 continue
             fill = {S.INSTANCE_ID: pa.scalar(cap.instance, pa.string()),
                     **({S.PID: pa.scalar(cap.pid, pa.int64())} if neuron_part else {})}
-            b = conform(b, base if neuron_part else 0, fill)
+            b = conform(b, base, fill)  # base is 0 until the Kineto part is read
             if neuron_part and kineto:
                 keep = pc.not_equal(b.column(S.LAYER), S.FRAMEWORK)
                 dropped += b.num_rows - pc.sum(keep).as_py() if b.num_rows else 0
