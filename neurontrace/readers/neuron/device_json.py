@@ -55,11 +55,14 @@ DEVICE_KEYS = ("summary", "instruction", "dma", "instruction_usage")
 _DEVICE_HEAD = re.compile(rb'"(summary|instruction|dma|instruction_usage)"\s*:\s*\[')
 #: (low, high, unit, divisor): accepted ratios of instruction span to total_time.
 UNITS = ((0.5, 2.0, "ns", 1), (500.0, 2000.0, "ps", 1000))
-_INSTR_USED = ("timestamp", "duration", "opcode", "label", "subgroup")
-_DMA_USED = ("timestamp", "duration", "queue", "label", "subgroup", "transfer_size", "size")
-#: Fields taken out of ``args`` (the fallbacks above stay there too).
-_INSTR_TAKEN = ("timestamp", "duration", "opcode", "label")
-_DMA_TAKEN = ("timestamp", "duration", "queue", "transfer_size")
+#: Per table: the fields read (as text; an instruction's ``timestamp_unit`` is a clue to
+#: the unit), and those taken out of ``args`` (the fallbacks stay there too).
+TABLES = {
+    "instruction": (("timestamp", "duration", "opcode", "label", "subgroup", "timestamp_unit"),
+                    ("timestamp", "duration", "opcode", "label")),
+    "dma": (("timestamp", "duration", "queue", "label", "subgroup", "transfer_size", "size"),
+            ("timestamp", "duration", "queue", "transfer_size")),
+}
 #: Declared time units accepted, and their divisor to ns.
 DECLARED_UNITS = {"ns": 1, "ps": 1000}
 
@@ -153,25 +156,22 @@ class DeviceJsonReader:
             raise BadInput(f"{shown(path)}: not a Neuron device profile (none of "
                            f"{', '.join(DEVICE_KEYS)} at the top level)")
         summary = _rows(doc, "summary", path)
-        instr_rows = _rows(doc, "instruction", path)
-        instr = _frame(instr_rows, _INSTR_USED, _INSTR_TAKEN)
-        dma = _frame(_rows(doc, "dma", path), _DMA_USED, _DMA_TAKEN)
-        for name, table in (("instruction", instr), ("dma", dma)):
+        frames = {t: _frame(_rows(doc, t, path), *fields) for t, fields in TABLES.items()}
+        for name, table in frames.items():
             for col in ("timestamp", "duration"):
                 bad = _unusable(table, col)
                 if bad:
                     diag.warn("bad_ts", f"{shown(path)}: {bad} {name} row(s) have a {col} "
                               "that is not an integer number of ns; read as 0", bad)
         meta = doc.get("metadata")
-        unit, divisor, calib = calibrate(instr, instr_rows, summary, meta, path, diag)
+        unit, divisor, calib = calibrate(frames["instruction"], summary, meta, path, diag)
         nc = N.nc_from_name(path.stem)
         if nc is None and isinstance(meta, dict):
             nc = N.int_value(meta.get("nc_idx"))
-        if instr.height:
-            yield N.to_batch(_device(instr, "instruction", divisor, nc))
-        if dma.height:
-            yield N.to_batch(_device(dma, "dma", divisor, nc))
-        if instr.height or dma.height:
+        for name, table in frames.items():
+            if table.height:
+                yield N.to_batch(_device(table, name, divisor, nc))
+        if any(table.height for table in frames.values()):
             diag.warn("device_clock_unplaced",
                       f"{shown(path)}: a device profile holds no host time; device rows keep "
                       "device-relative times")
@@ -219,8 +219,7 @@ def _attrs_decoded(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "hlo_attrs": attrs} if isinstance(attrs, dict) else row
 
 
-def calibrate(instr: pl.DataFrame, instr_rows: list[dict[str, Any]],
-              summary: list[dict[str, Any]], meta: Any, path: Path,
+def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], meta: Any, path: Path,
               diag: Diagnostics) -> tuple[str, int, dict[str, Any]]:
     """(unit, divisor to ns, what was measured and from which clue: ``unit_source``).
 
@@ -235,8 +234,8 @@ def calibrate(instr: pl.DataFrame, instr_rows: list[dict[str, Any]],
         declared = next(((meta[k].strip().lower(), f"metadata.{k}")
                          for k in ("timestamp_unit", "time_unit")
                          if isinstance(meta.get(k), str)), None)
-        units = {str(r["timestamp_unit"]).strip().lower() for r in instr_rows
-                 if r.get("timestamp_unit") is not None}
+        units = set(instr.get_column("timestamp_unit").drop_nulls().str.strip_chars()
+                    .str.to_lowercase())
         if declared is None and len(units) == 1:
             declared = units.pop(), "instruction.timestamp_unit"
         if declared is not None and declared[0] in DECLARED_UNITS:
