@@ -8,7 +8,6 @@ An existing run folder at ``--out`` is replaced; anything else there is refused.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -40,10 +39,8 @@ def stage(out: Path) -> Path:
     check_target(out)
     missing = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
-    prefix = atomic.hidden_name(out.name, "capture-", room=8)  # mkdtemp adds 8
-    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent)).resolve()
-    # mkdtemp's 0700 would stay on the published folder
-    staging.chmod(0o777 & ~atomic.current_umask())
+    prefix = atomic.hidden_name(out.name, "capture-", room=8)  # new_temporary adds 8
+    staging = atomic.new_temporary(out.parent, prefix, folder=True).resolve()
     _made[staging] = missing  # deepest first
     return staging
 

@@ -8,7 +8,7 @@ what is not a file of ours, never half-written, never with private permissions.
   folder is written, a folder); a device node, FIFO or socket is refused, never replaced.
 - :func:`writing`: a temporary file renamed into place once complete (removed on any
   exception, ``KeyboardInterrupt`` included), with the mode any new file gets
-  (``0o666 & ~umask``: ``mkstemp`` alone would leave 0600), under a name that fits in
+  (:func:`new_temporary`: ``mkstemp`` would leave 0600), under a name that fits in
   :data:`NAME_MAX` bytes however long the destination's name.
 - :func:`replace_dir`: a finished folder swapped into place.
 
@@ -23,7 +23,7 @@ import errno
 import hashlib
 import itertools
 import os
-import re
+import secrets
 import shutil
 import signal
 import stat
@@ -37,32 +37,27 @@ from neurontrace.errors import BadInput
 
 #: Bytes a file name may have on the file systems we write to (Linux, macOS).
 NAME_MAX = 255
-#: Characters ``mkstemp`` adds to a name (its random part).
+#: Characters :func:`new_temporary` adds to a name (its random part).
 _RANDOM = 8
 #: Errors of a write that say the disk is full or read-only (never a bug of ours).
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
-_umask_lock = threading.Lock()
 
 
-def current_umask() -> int:
-    """This process's umask, read without changing it where the system says it
-    (``/proc/self/status``, Linux 4.7 on); elsewhere set and restored under a lock."""
-    try:
-        status = Path("/proc/self/status").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        status = ""
-    found = re.search(r"^Umask:\s+([0-7]+)\s*$", status, re.MULTILINE)
-    if found:
-        return int(found.group(1), 8)
-    with _umask_lock:
-        mask = os.umask(0o077)
-        os.umask(mask)
-    return mask
-
-
-def file_mode() -> int:
-    """The mode a new regular file gets: ``0o666`` less the umask."""
-    return 0o666 & ~current_umask()
+def new_temporary(parent: Path, prefix: str, suffix: str = "", folder: bool = False) -> Path:
+    """A new empty file (or ``folder``) ``<prefix><8 random characters><suffix>`` in
+    ``parent``, made with the mode any new one gets (``0o666``, a folder ``0o777``, less
+    the umask, as the kernel applies it): ``mkstemp`` and ``mkdtemp`` make theirs private
+    (0600, 0700), which would stay on an output renamed into place."""
+    while True:
+        path = parent / f"{prefix}{secrets.token_hex(_RANDOM // 2)}{suffix}"
+        try:
+            if folder:
+                os.mkdir(path, 0o777)
+            else:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return path
+        except FileExistsError:
+            continue  # another's name: draw again
 
 
 def hidden_name(name: str, tag: str, room: int = 0) -> str:
@@ -221,8 +216,8 @@ def writing(dst: Path, tmp_dir: Path | None = None) -> Iterator[Path]:
 
     The temporary file is made in ``tmp_dir`` when that is on ``dst``'s file system
     (a run's temporary folder, see :mod:`neurontrace.io.scratch`), else next to ``dst``;
-    its name fits in :data:`NAME_MAX` bytes. Before the rename it is given
-    :func:`file_mode`.
+    its name fits in :data:`NAME_MAX` bytes, and it has the mode a new file gets
+    (:func:`new_temporary`).
     An existing ``dst`` that is not a regular file is refused (:func:`check_output`).
     """
     check_output(dst)
@@ -235,15 +230,11 @@ def writing(dst: Path, tmp_dir: Path | None = None) -> Iterator[Path]:
             folder = tmp_dir
     suffix = ".tmp"
     try:
-        fd, name = tempfile.mkstemp(prefix=hidden_name(dst.name, "", _RANDOM + len(suffix)),
-                                    suffix=suffix, dir=folder)
+        tmp = new_temporary(folder, hidden_name(dst.name, "", _RANDOM + len(suffix)), suffix)
     except OSError as e:
         raise cannot_write(dst, e) from None
-    os.close(fd)
-    tmp = Path(name)
     try:
         yield tmp
-        os.chmod(tmp, file_mode())
         check_output(dst)  # nothing else appeared there meanwhile
         try:
             os.replace(tmp, dst)
