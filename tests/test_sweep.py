@@ -131,14 +131,16 @@ def test_narrow_columns_go_to_disk_past_the_limit(tmp_path: Path,
     table = neurontrace.load(FIXTURES / "kineto" / "nested-ops.json")
     batches = table.select([c for c in table.schema.names if c not in ("row", "rank")]
                            ).to_batches(max_chunksize=2)
-    narrow = spill.spill_all(batches, path, spill.SpilledFrames(), limit=3)
+    narrow, flows = spill.spill_all(batches, path, limit=3)
     files = [p for p in narrow.pieces if isinstance(p, Path)]
     assert len(files) == 1 and files[0].exists()
     assert narrow.rows == table.num_rows
     assert sum(f.height for f in narrow.frames()) == table.num_rows
     starts = [x for f in narrow.frames() for x in f.get_column(S.START_NS).to_list()]
     assert starts == table.column(S.START_NS).to_pylist()
+    assert flows.rows == 0  # no flow events given
     narrow.discard()
+    flows.discard()
     assert not files[0].exists()
 
 

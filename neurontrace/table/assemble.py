@@ -100,9 +100,7 @@ def read(src: Source, diag: Diagnostics, progress: Progress | None,
                 return done
     ev = src.read(diag, progress)
     spills = [temporary(workdir)]
-    flows = SpilledFrames(folder=workdir, suffix=".flows.arrow")
-    narrow = spill_all(ev.batches, spills[0], flows=flows)
-    return Spilled(ev, spills, narrow, flows.finish())
+    return Spilled(ev, spills, *spill_all(ev.batches, spills[0]))
 
 
 def assemble(src: Source, diag: Diagnostics, progress: Progress | None = None,

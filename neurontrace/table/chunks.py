@@ -33,7 +33,6 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers.base import Chunk, ChunkUnreadable, Divisible, Events, Progress
 from neurontrace.table.spill import (
-    Budget,
     SpilledFrames,
     SpillLimit,
     memory_rows,
@@ -96,18 +95,15 @@ def read_chunk(job: Job, progress: Progress | None = None, here: bool = False) -
     a pipe by a thread that waits for the GIL while this process decodes."""
     limit = job.limit if here else 0
     diag = Diagnostics()
-    budget = Budget(job.spill.parent)  # the chunk's spill, narrow columns and flows
-    flows = SpilledFrames(folder=job.spill.parent, limit=limit, suffix=".flows.arrow",
-                          budget=budget)
     part = job.reader.read_chunk(job.path, job.chunk, diag, progress)
     try:
-        narrow = spill_all(part.batches, job.spill, flows, limit, budget)
+        narrow, flows = spill_all(part.batches, job.spill, limit)
     except BaseException as e:
         # read whole again, unless over the spill's limit (a whole read would meet it too)
         if isinstance(e, (ChunkUnreadable, BadInput)) and not isinstance(e, SpillLimit):
             return Result(job.index, None)
         raise
-    return Result(job.index, narrow, flows.finish(), part.summary, diag)
+    return Result(job.index, narrow, flows, part.summary, diag)
 
 
 def read(reader: Divisible, path: Path, chunks: list[Chunk], diag: Diagnostics,

@@ -331,16 +331,17 @@ def read_batches(path: Path) -> Iterator[pa.RecordBatch]:
         start = source.tell()
 
 
-def spill_all(batches: Iterable[Batch], path: Path, flows: SpilledFrames,
-              limit: int | None = None, budget: Budget | None = None) -> SpilledFrames:
+def spill_all(batches: Iterable[Batch], path: Path, limit: int | None = None
+              ) -> tuple[SpilledFrames, SpilledFrames]:
     """Spill every batch of rows to ``path`` (Arrow IPC stream); their narrow columns,
-    with each row's ``ProfilerStep`` number (``_step_no``): in memory up to ``limit``
-    rows, then in files beside ``path`` (:class:`SpilledFrames`). The reader's flow events
-    (:class:`~neurontrace.readers.base.Flows`) go to ``flows``, which the caller finishes.
-    On failure nothing is left of the rows' files, nor of ``flows``. ``budget``: shared
-    with other temporary files of the same read (default: its own)."""
-    budget = budget if budget is not None else Budget(path.parent)
+    with each row's ``ProfilerStep`` number (``_step_no``), and the reader's flow events
+    (:class:`~neurontrace.readers.base.Flows`), each in memory up to ``limit`` rows, then
+    in files beside ``path`` (:class:`SpilledFrames`). The files of one call share a
+    :class:`Budget`; on failure nothing is left of them."""
+    budget = Budget(path.parent)
     narrow = SpilledFrames(folder=path.parent, limit=limit, budget=budget)
+    flows = SpilledFrames(folder=path.parent, limit=limit, suffix=".flows.arrow",
+                          budget=budget)
     out: Writer | None = None  # opened with the first batch's schema
     try:
         for batch in batches:
@@ -360,7 +361,7 @@ def spill_all(batches: Iterable[Batch], path: Path, flows: SpilledFrames,
             out = Writer(path, pa.schema([(S.NAME, pa.string())]))
         done, out = out, None  # closed: not again if what follows fails
         done.close()
-        return narrow.finish()
+        return narrow.finish(), flows.finish()
     except BaseException:
         try:
             if out is not None:
