@@ -146,13 +146,11 @@ def _walk(folder: Path, st: os.stat_result, fmt: str | None, cache: Path,
 
 
 def _claimed(folder: Path, fmt: str | None) -> bool:
-    if fmt is not None:
-        return detect(folder, fmt).sniff(folder, b"")
+    """Whether a reader (the one ``fmt`` names, else any) reads ``folder`` as a whole."""
     try:
-        detect(folder, fmt)
+        return detect(folder, fmt).sniff(folder, b"")
     except UnknownFormat:
         return False
-    return True
 
 
 def stem(p: Path) -> str:
