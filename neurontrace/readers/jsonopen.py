@@ -42,13 +42,6 @@ def token_limit() -> int:
     return int(given)
 
 
-def too_long(path: Path, what: str, at: int, limit: int) -> BadInput:
-    return BadInput(
-        f"{path}: {what} at byte {at} is longer than {limit:,} bytes, the limit on one "
-        f"value (set {TOKEN_LIMIT_ENV} to raise it)"
-    )
-
-
 # -- opening -----------------------------------------------------------------------------
 
 

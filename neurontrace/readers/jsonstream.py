@@ -49,7 +49,6 @@ from neurontrace.readers.jsonopen import (
     encoding_of,
     open_binary,
     token_limit,
-    too_long,
 )
 from neurontrace.readers.jsonouter import outer_fields
 from neurontrace.readers.jsonrepair import Repairs, is_utf8, repair
@@ -63,6 +62,13 @@ T = TypeVar("T")
 
 
 # -- decoding the array in chunks --------------------------------------------------------
+
+
+def too_long(path: Path, what: str, at: int, limit: int) -> BadInput:
+    return BadInput(
+        f"{path}: {what} at byte {at} is longer than {limit:,} bytes, the limit on one "
+        f"value (set {TOKEN_LIMIT_ENV} to raise it)"
+    )
 
 
 @dataclass
