@@ -44,32 +44,27 @@ def flow_pairs(spans: pl.LazyFrame, fl: pl.DataFrame) -> tuple[pl.DataFrame, int
     ).agg(pl.col(S.ROW).max())
     unbound = exact.filter(pl.col(S.ROW).is_null()).drop(S.ROW)
     bound = exact.filter(pl.col(S.ROW).is_not_null())
-    if unbound.height:
-        threads = unbound.select(S.PID, S.TID).unique().lazy()
-        on_threads = (
-            spans.join(threads, on=[S.PID, S.TID], how="semi")
-            .select(S.ROW, S.PID, S.TID, S.START_NS, end=pl.col(S.START_NS) + pl.col(S.DUR_NS))
-            .sort(S.START_NS)
-            .collect()
+    threads = unbound.select(S.PID, S.TID).unique().lazy()
+    on_threads = (
+        spans.join(threads, on=[S.PID, S.TID], how="semi")
+        .select(S.ROW, S.PID, S.TID, S.START_NS, end=pl.col(S.START_NS) + pl.col(S.DUR_NS))
+        .sort(S.START_NS)
+        .collect()
+    )
+    cand = (
+        unbound.sort("ts_ns")
+        .join_asof(
+            on_threads,
+            left_on="ts_ns",
+            right_on=S.START_NS,
+            by=[S.PID, S.TID],
+            strategy="backward",
+            check_sortedness=False,
         )
-        cand = (
-            unbound.sort("ts_ns")
-            .join_asof(
-                on_threads,
-                left_on="ts_ns",
-                right_on=S.START_NS,
-                by=[S.PID, S.TID],
-                strategy="backward",
-                check_sortedness=False,
-            )
-            .filter(pl.col("end") > pl.col("ts_ns"))
-            .select(bound.columns)
-        )
-        missed = unbound.height - cand.height
-        bound = pl.concat([bound, cand])
-    else:
-        missed = 0
-    return bound.select(S.ROW, "flow_id"), missed
+        .filter(pl.col("end") > pl.col("ts_ns"))
+        .select(bound.columns)
+    )
+    return pl.concat([bound, cand]).select(S.ROW, "flow_id"), unbound.height - cand.height
 
 
 def flow_id_lists(pairs: pl.DataFrame) -> pl.DataFrame:

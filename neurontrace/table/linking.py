@@ -178,8 +178,6 @@ def _flows(chunks: Chunks, by: Tables, fw_flows: pl.DataFrame) -> pl.DataFrame:
     hops = [pl.DataFrame(schema={S.ROW: _I64, "_flow_row": _I64})]
     todo = (pl.concat(todo_parts).sort(S.ROW, maintain_order=True).explode("_fid")
             .with_row_index("_i"))
-    if todo.height == 0:  # every row linked by 1-3
-        return hops[0]
     # only the flow ids of rows left to link can be followed: the sources of the
     # others (on CUDA, every launch) are dropped before they are combined, so memory
     # follows the rows rule 4 links, not every flow arrow of the trace
