@@ -47,12 +47,6 @@ def _text(v: Any) -> str | None:
     return str(int(v)) if isinstance(v, float) and v.is_integer() else N.json_text(v)
 
 
-def _args(items: list[dict[str, Any]], used: tuple[str, ...]) -> pl.Series:
-    """Each item less the fields ``used``, as JSON; null where nothing is left."""
-    rests = ({k: v for k, v in e.items() if k not in used} for e in items)
-    return pl.Series(S.ARGS, [N.json_text(rest or None) for rest in rests], pl.String)
-
-
 class SystemJsonReader:
     name = "neuron-system-json"
     description = "Neuron legacy system profile JSON (system_profile.json, trace_event list)"
@@ -94,6 +88,9 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
 
     cols = {k: [_text(e.get(k)) for e in items] for k in (*_TEXTS, *_INTS)}
     cols["exec_id"] = [_text(exec_id(e)) for e in items]
+    # args: each item less the fields used, as JSON; null where nothing is left
+    cols[S.ARGS] = [N.json_text({k: v for k, v in e.items() if k not in _SYSTEM_USED} or None)
+                    for e in items]
     df = pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.String))
     nameless = df.get_column("name").null_count()
     if nameless:
@@ -139,7 +136,7 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
             N.device_track(pl.col("lnc"), pl.col("name"), pl.col("core"))
         ).alias(S.TRACK),
         pid.alias(S.PID), tid.alias(S.TID), pid_label.alias(S.PID_LABEL),
-        tid_label.alias(S.TID_LABEL), _args(items, _SYSTEM_USED),
+        tid_label.alias(S.TID_LABEL), S.ARGS,
     )
 
 
