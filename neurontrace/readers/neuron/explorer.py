@@ -389,17 +389,14 @@ class _Read:
             starts = starts.filter(~pl.col("has_nc") | (pl.col("nc") == nc))
         device_start = starts.select(pl.col("start").min()).item()
         windows, syncs = host
-        if prof is not None and prof.process_id is not None:
-            # nc_idx is process-local: another process's NeuronCore 0 is not this one.
-            windows = windows.filter(pl.col("pid").is_null() | (pl.col("pid") == prof.process_id))
-        if prof is not None and prof.model_id is not None:
-            # The profile is one model's: pair only with that model's executions.
-            windows = windows.filter(pl.col("model").is_null()
-                                     | (pl.col("model") == prof.model_id))
-        ncs = windows.get_column("nc").unique().drop_nulls().to_list()
+        # nc_idx is process-local: another process's NeuronCore 0 is not this one; and the
+        # profile is one model's: pair only with that model's executions.
+        for col, want in (("pid", prof.process_id), ("model", prof.model_id)) if prof else ():
+            if want is not None:
+                windows = windows.filter(pl.col(col).is_null() | (pl.col(col) == want))
         if nc is not None:
             windows = windows.filter(pl.col("nc") == nc)
-        elif len(ncs) > 1:
+        elif windows.get_column("nc").drop_nulls().n_unique() > 1:
             windows = windows.clear()  # which NeuronCore's executions? unknown: do not guess
         p = place(device_start, executions(side.get("ExecutionInfo"), nc),
                   windows.drop("pid", "model"), syncs, bridge(side.get("Metadata")))
