@@ -31,7 +31,7 @@ import re
 import sys
 import zlib
 from collections.abc import Callable, Generator, Iterator
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
@@ -88,15 +88,16 @@ _AFTER_KEY = re.compile(rb"[ \t\r\n]*+(:?+)[ \t\r\n]*+([^ \t\r\n])")
 class ArrayStream:
     """Decodes the elements of the array under ``key``, a chunk at a time.
 
-    After iteration, :attr:`outer` holds the document with the array emptied (its other
-    top-level fields), decoded.
+    After iteration, :attr:`tail` holds the text after the array and its offset, and
+    :attr:`outer` the document with the array emptied (its other top-level fields),
+    decoded.
 
     A *span* of the array (for readers that decode parts of one file in parallel) is
     given by ``start``, the offset of an element (None: the array's start), and
     ``stop``, an offset from :func:`cuts` (None: the array's end). A span that starts
-    inside the array never sees the document's head: it leaves the text after the array
-    in :attr:`tail` for :func:`outer_fields`. A span whose ``stop`` is not after a whole
-    element raises :class:`Misaligned` at its end.
+    inside the array never sees the document's head: it leaves :attr:`outer` empty (the
+    last span's :attr:`tail` is for :func:`outer_fields`). A span whose ``stop`` is not
+    after a whole element raises :class:`Misaligned` at its end.
     """
 
     def __init__(self, path: Path, key: bytes, block: int | None = None,
@@ -265,17 +266,14 @@ class ArrayStream:
                 rest = buf[end:].lstrip(WS)
                 if closes:
                     at = offset + len(buf) - len(rest)
-                    tail = self._rest(rest, at)
-                    if self.start is not None:  # the head is another span's: leave the tail
-                        self.tail = (tail, at)
-                    else:
-                        self.outer = outer_fields(self.path, self.key, self.head, tail, at)
+                    self.tail = (self._rest(rest, at), at)
+                    if self.start is None:  # else the head is another span's
+                        self.outer = outer_fields(self.path, self.key, self.head, *self.tail)
                     return
                 if rest[:1] != b",":
                     raise BadInput(f"{self.path}: expected ',' at byte {offset + end}")
-                rest = rest[1:]
-                offset += len(buf) - len(rest)
-                buf = rest
+                offset += len(buf) - len(rest) + 1
+                buf = rest[1:]
                 if not self._eof and len(buf) < self.block:
                     buf += self._read()
 
@@ -292,11 +290,9 @@ class ArrayStream:
             buf = self._more(buf, *self._element(buf, offset))
             cut = next_cut(buf)
         if cut is not None:
-            try:
+            with suppress(_Unsure):
                 return buf, decode_chunk(self.path, decode, memoryview(buf)[:cut[0]], offset,
                                          lenient=lenient, quick=True), cut
-            except _Unsure:
-                pass
         buf, cut = self._exact_cut(buf, offset)
         return buf, decode_chunk(self.path, decode, memoryview(buf)[:cut[0]], offset,
                                  lenient=lenient), cut
