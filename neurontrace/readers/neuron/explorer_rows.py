@@ -346,18 +346,16 @@ def device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
     pcore = pl.col("pcore_idx").cast(pl.Int64, strict=False)
     df = with_defaults(df, list(_DEVICE_OPTIONAL))
     eng = N.engine(pl.col("engine").cast(pl.String).fill_null("unknown"))
-    moved = pl.lit(None, pl.Int64)
-    if table == "Instruction":
-        name = pl.col("opcode").cast(pl.String).fill_null("instruction")
-        lane = eng
-    elif table == "DmaPacket":
-        name = pl.col("queue_name").cast(pl.String).fill_null("dma")
-        lane = pl.concat_str(pl.lit("dma / "), name)
-        moved = pl.coalesce(*(pl.col(c).cast(pl.Int64, strict=False) for c in
-                              ("transfer_bytes", "write_bytes", "read_bytes")))
-    else:  # ActiveTime: merged busy intervals of an engine
-        name = pl.concat_str(pl.lit("active "), eng)
-        lane = pl.concat_str(eng, pl.lit(" / active"))
+    queue = pl.col("queue_name").cast(pl.String).fill_null("dma")
+    name, lane = {  # ActiveTime: merged busy intervals of an engine
+        "Instruction": (pl.col("opcode").cast(pl.String).fill_null("instruction"), eng),
+        "DmaPacket": (queue, pl.concat_str(pl.lit("dma / "), queue)),
+        "ActiveTime": (pl.concat_str(pl.lit("active "), eng),
+                       pl.concat_str(eng, pl.lit(" / active"))),
+    }[table]
+    moved = pl.lit(None, pl.Int64) if table != "DmaPacket" else pl.coalesce(*(
+        pl.col(c).cast(pl.Int64, strict=False)
+        for c in ("transfer_bytes", "write_bytes", "read_bytes")))
     used = {"_nc", S.START_NS, S.DUR_NS, *_DEVICE_USED}
     present = [c for c in df.columns if c not in used
                and not (c in _DEVICE_OPTIONAL and df.get_column(c).null_count() == df.height)]
