@@ -49,9 +49,8 @@ class Ranges:
         assert base.height == want, f"range {k}: {base.height} rows, not {want}"
         base = with_flows(base, fids.read(k))
         links = linked.read(k)
-        if self.folder is None:  # held in memory and read once, in order: let them go
-            for parts in self.files:
-                parts.remove(k)
+        for parts in self.files:  # read once, in order: let them go (memory, or files)
+            parts.remove(k)
         if links is None:  # no row of the range to link (a join would copy the range)
             base = base.with_columns(pl.lit(None, _I64).alias(S.FRAMEWORK_ROW),
                                      pl.lit(None, pl.String).alias(S.LINK))

@@ -139,7 +139,7 @@ class SpilledFrames:
     """Frames in order (a trace's narrow columns, or its flow events), collected by
     :meth:`add`: held in memory up to ``limit`` rows (None: :func:`memory_rows`), then all
     of them in Arrow IPC files in ``folder`` (None: the system's temporary folder), which
-    take from ``budget`` (None: a :class:`Budget` of their own)."""
+    take from ``budget`` (:func:`spill_all` gives the one of its read)."""
 
     pieces: list[pl.DataFrame | Path] = field(default_factory=list)
     rows: int = 0
@@ -168,8 +168,6 @@ class SpilledFrames:
         if self._out is None:
             path = temporary(self.folder, self.suffix)
             self.pieces.append(path)
-            if self.budget is None:  # files of its own: a budget of its own
-                self.budget = Budget(path.parent)
             self._out = Writer(path, table.schema, self.budget)
         self._out.write(table)
 
