@@ -19,7 +19,6 @@ and the framework op it runs inside share a lane and nest.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from decimal import Decimal
@@ -235,19 +234,14 @@ def int_value(v: Any) -> int | None:
     """A value read from a table row (a Python object) as an int64, as Polars' lenient
     cast reads it: an int, a finite float or decimal (truncated), text of ASCII digits;
     None for anything else (a bool, a list, ``"abc"``, ``1e30``)."""
-    if isinstance(v, bool):
+    if isinstance(v, bool) or not isinstance(v, (int, float, Decimal, str)) \
+            or isinstance(v, str) and not _INT_TEXT.fullmatch(v):
         return None
-    if isinstance(v, str):
-        n = int(v) if _INT_TEXT.fullmatch(v) else None
-    elif isinstance(v, int):
-        n = v
-    elif isinstance(v, Decimal):
-        n = int(v) if v.is_finite() else None
-    elif isinstance(v, float):
-        n = int(v) if math.isfinite(v) else None
-    else:
+    try:
+        n = int(v)  # a float or decimal truncated; infinities and NaN raise
+    except (ValueError, OverflowError):
         return None
-    return n if n is not None and I64_MIN <= n <= I64_MAX else None
+    return n if I64_MIN <= n <= I64_MAX else None
 
 
 def numeric_ids(name: str) -> list[str]:
