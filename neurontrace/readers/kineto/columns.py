@@ -113,17 +113,7 @@ def chunk_columns(
         if e.ph == "M":
             meta.add(e)
     flows = [e for e in others if e.ph in FLOW_PHASES]
-    phases = list(map(_PH, rows))
-    unknown = [i for i, ph in enumerate(phases) if ph not in KIND_OF_PHASE]
-    if unknown:
-        first = rows[unknown[0]]
-        diag.warn(
-            "unknown_phase",
-            f"{path}: event {where(unknown[0])} {first.name!r} has phase {first.ph!r}; "
-            "kept as an instant",
-            len(unknown),
-        )
-    return meta.saw(_row_batch(rows, phases, where, path, diag)), _flow_batch(flows, path, diag)
+    return meta.saw(_row_batch(rows, where, path, diag)), _flow_batch(flows, path, diag)
 
 
 #: Names a row's event in messages, by its index among the chunk's rows.
@@ -188,10 +178,14 @@ def _kineto_marker(phase: str, name: Any) -> bool:
         name in KINETO_MARKERS or name.startswith(KINETO_MARKER_PREFIX))
 
 
-def _row_batch(rows: list[Event], phases: list[str], where: _Where, path: Path,
-               diag: Diagnostics) -> pa.RecordBatch:
-    kind = _mapped(pa.array(phases, pa.string()),
-                   lambda ph: KIND_OF_PHASE.get(ph, S.INSTANT), S.INSTANT)
+def _row_batch(rows: list[Event], where: _Where, path: Path, diag: Diagnostics
+               ) -> pa.RecordBatch:
+    phases = list(map(_PH, rows))
+    kind = pa.array(list(map(KIND_OF_PHASE.get, phases)), pa.string())
+    if _flag(pc.is_null(kind), diag, "unknown_phase", lambda i: (
+            f"{path}: event {where(i)} {rows[i].name!r} has phase {phases[i]!r}; "
+            "kept as an instant")):
+        kind = pc.fill_null(kind, S.INSTANT)
     names = list(map(_NAME, rows))
     if None in names:
         missing = sum(v is None for v in names)
