@@ -114,8 +114,7 @@ def polars_type(t: pa.DataType) -> pa.DataType | None:
 def conform(df: pl.DataFrame, table: str, path: Path, warn: Warn) -> pl.DataFrame:
     """An event table's frame with each column of the type this reader reads it as
     (:data:`KINDS`; any other column, kept in ``args``, as something Polars encodes as
-    JSON: bytes as
-    hex). Text of digits, floats, unsigned and temporal integers convert to integers,
+    JSON: bytes as hex). Text of digits, floats, unsigned and temporal integers convert to integers,
     values that do not (``"abc"``, ``1e30``) are read as missing; a column that cannot
     convert at all (a list where a number belongs) is refused if :data:`REQUIRED`, else
     left out; one missing is refused. Every change is a warning."""
