@@ -6,7 +6,6 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurontrace.diagnostics import Diagnostics
 from neurontrace.table.nesting import nest
 
 
@@ -59,7 +58,7 @@ def well_nested(draw: st.DrawFn) -> list[tuple[int, int, int, int]]:
 
 def run(spans: list[tuple[int, int, int, int]]) -> dict[int, tuple]:
     df = pl.DataFrame(spans, schema=["row", "lane", "start", "dur"], orient="row")
-    out = nest(df, Diagnostics())
+    out = nest(df)
     cols = out.select("row", "parent", "depth", "self_ns")
     return {r: (p, d, s) for r, p, d, s in cols.iter_rows()}
 

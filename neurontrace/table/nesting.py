@@ -22,17 +22,15 @@ import numpy as np
 import polars as pl
 
 from neurontrace import containment
-from neurontrace.diagnostics import Diagnostics
 
 _I64 = pl.Int64
 
 
-def nest(spans: pl.DataFrame, diag: Diagnostics | None = None) -> pl.DataFrame:
+def nest(spans: pl.DataFrame) -> pl.DataFrame:
     """Parent, depth and self time of spans.
 
     ``spans`` has columns ``row`` (unique), ``lane`` (track key), ``start``, ``dur``.
-    Returns ``row, parent, depth, self_ns`` for every input row. ``diag`` is accepted
-    for symmetry with other derivations; nesting never needs to repair anything.
+    Returns ``row, parent, depth, self_ns`` for every input row.
     """
     if spans.height == 0:
         return pl.DataFrame(
