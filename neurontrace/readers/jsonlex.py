@@ -72,12 +72,6 @@ class Lexer:
 NOT_WS = re.compile(rb"[^ \t\r\n]")
 
 
-def peek(buf: bytes) -> bytes:
-    """The first byte of ``buf`` that is not whitespace (b"" if none), without a copy."""
-    m = NOT_WS.search(buf)
-    return m.group() if m else b""
-
-
 _SPACED_CUT = re.compile(rb"\}[ \t\r\n]+([,\]])")
 
 

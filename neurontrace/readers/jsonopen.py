@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import io
 import os
 import re
 import zlib
@@ -61,7 +62,7 @@ def encoding_of(first: bytes) -> str | None:
     return {"x000": "utf-32-le", "000x": "utf-32-be", "x0x0": "utf-16-le"}.get(zeros)
 
 
-class _Transcoded:
+class _Transcoded(io.IOBase):
     """A UTF-16 or UTF-32 byte stream read as UTF-8 (characters that do not decode
     become U+FFFD). Offsets in messages are then offsets in the UTF-8 text."""
 
@@ -79,12 +80,7 @@ class _Transcoded:
 
     def close(self) -> None:
         self._f.close()
-
-    def __enter__(self) -> _Transcoded:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
 
 
 def open_binary(path: Path) -> BinaryIO:

@@ -41,7 +41,7 @@ import numpy as np
 
 from neurontrace.errors import BadInput
 from neurontrace.io.ahead import ahead
-from neurontrace.readers.jsonlex import NOT_WS, Lexer, Misaligned, next_cut, peek
+from neurontrace.readers.jsonlex import NOT_WS, Lexer, Misaligned, next_cut
 from neurontrace.readers.jsonopen import (
     BOM,
     TOKEN_LIMIT_ENV,
@@ -83,6 +83,8 @@ class Decoded(Generic[T]):
 #: of what follows. Possessive: a buffer that ends in space does not match (it is read
 #: further), rather than match again with the colon taken as that first byte.
 _AFTER_KEY = re.compile(rb"[ \t\r\n]*+(:?+)[ \t\r\n]*+([^ \t\r\n])")
+#: The array's closing bracket, after space.
+_CLOSES = re.compile(rb"[ \t\r\n]*+\]")
 
 
 class ArrayStream:
@@ -256,7 +258,7 @@ class ArrayStream:
             while True:
                 if self.stop is not None and self._eof and not buf.strip(WS):
                     return  # the span ends here, after a whole element and its comma
-                if peek(buf) == b"]":  # empty array, or closed right here
+                if _CLOSES.match(buf):  # empty array, or closed right here
                     end, closes = 0, True
                 else:
                     buf, result, (end, closes) = self._chunk(buf, offset, decode, lenient)
