@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
@@ -61,14 +62,9 @@ _RESTORED = pa.schema([(c.name, c.type) for c in S.COLUMNS if c.name not in _KEP
 
 
 def _restore(batch: pa.RecordBatch, path: Path) -> pa.RecordBatch:
-    keep: list[int] = []
-    payloads: list[dict[str, Any]] = []
-    for i, text in enumerate(batch.column(S.ARGS).to_pylist()):
-        if text is None or text.startswith(_VIEW):
-            continue
-        payloads.append(_payload(text, path))
-        keep.append(i)
-    taken = batch.take(pa.array(keep, pa.int64()))
+    view = pc.fill_null(pc.starts_with(batch.column(S.ARGS), _VIEW), True)  # or no args
+    taken = batch.filter(pc.invert(view))
+    payloads = [_payload(text, path) for text in taken.column(S.ARGS).to_pylist()]
     restored = pa.RecordBatch.from_pylist(payloads, schema=_RESTORED)
     cols = {name: taken.column(name) for name in _KEPT}
     cols.update((name, restored.column(name)) for name in _RESTORED.names)
