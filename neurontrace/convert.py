@@ -53,8 +53,7 @@ def _assemble(src: Source, rank: int | None, progress: Progress | None,
               digest: Callable[[], Future[str]] | None = None
               ) -> tuple[Assembled, dict[bytes, bytes]]:
     try:
-        built = assemble(src, diag, progress, rank=rank, workdir=workdir,
-                         after_read=digest)
+        built = assemble(src, diag, progress, rank=rank, workdir=workdir, after_read=digest)
     except SpillLimit as e:
         raise BadInput(f"{src.path}: {e}") from None
     ev = built.events
