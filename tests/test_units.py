@@ -6,7 +6,7 @@ import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neurontrace.readers.units import decimal_text_to_ns, us_text_to_ns
+from neurontrace.readers.units import decimal_text_to_ns, microseconds_to_ns, us_text_to_ns
 
 NS = st.integers(min_value=-(10**18), max_value=9 * 10**18)
 
@@ -66,3 +66,23 @@ def test_text_with_two_dots_is_not_a_number() -> None:
     # "1.2.3" was read as 1.2 us: the text after the second dot was dropped.
     arr, _ = decimal_text_to_ns(pl.Series(["1.2.3", "-4.5.6", "1.2"]))
     assert arr.to_pylist() == [None, None, 1200]
+
+
+def test_times_at_the_edge_of_int64_convert_or_are_null_in_a_chunk_of_plain_times() -> None:
+    """The vectorised path keeps a value only where its nanoseconds fit int64: the last
+    one that does converts, the next is null, as the reference says."""
+    last, past = b"9223372036854775.807", b"9223372036854775.808"
+    out, _ = microseconds_to_ns([b"1.5", last])
+    assert out.to_pylist() == [1500, 2**63 - 1]
+    out, _ = microseconds_to_ns([b"1.5", past])
+    assert out.to_pylist() == [1500, None] == [1500, us_text_to_ns(past.decode())]
+    out, _ = microseconds_to_ns([b"1.5", b"-1" + past])
+    assert out.to_pylist() == [1500, None] == [1500, us_text_to_ns("-1" + past.decode())]
+
+
+def test_exponents_and_signs_convert_exactly_in_a_chunk_of_plain_times() -> None:
+    texts = [b"5.000", b"1e3", b"+2.5", b"1E-3", b".5", b"7.", b"-0.000", b"00012.5"]
+    out, rounded = microseconds_to_ns(texts)
+    assert out.to_pylist() == [us_text_to_ns(t.decode()) for t in texts]
+    assert out.to_pylist() == [5000, 1_000_000, 2500, 1, 500, 7000, 0, 12500]
+    assert rounded == []
