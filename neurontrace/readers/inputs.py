@@ -155,8 +155,5 @@ def _claimed(folder: Path, fmt: str | None) -> bool:
 
 def stem(p: Path) -> str:
     """A trace's name from its path: the file name without its trace extensions."""
-    name = p.name
-    for ext in (".json.gz", ".json", ".parquet", ".gz"):
-        if name.endswith(ext):
-            return name[: -len(ext)]
-    return p.stem
+    return next((p.name[: -len(ext)] for ext in (".json.gz", ".json", ".parquet", ".gz")
+                 if p.name.endswith(ext)), p.stem)
