@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, is_
@@ -18,7 +19,7 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import FLOWS_SCHEMA
 from neurontrace.readers.jsonrepair import is_utf8
-from neurontrace.readers.kineto.events import ANY_JSON, Event, dump
+from neurontrace.readers.kineto.events import ANY_JSON, Event
 from neurontrace.readers.kineto.roles import arg_text, classify, layer_of
 from neurontrace.readers.units import I64_MAX, I64_MIN, microseconds_to_ns
 
@@ -125,10 +126,10 @@ def _text(values: list[Any], what: str, path: Path, diag: Diagnostics) -> pa.Arr
         return pa.array(values, pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         diag.warn("non_string", f"{path}: some {what} values are not strings; kept as JSON")
-        return pa.array(
-            [v if isinstance(v, str) or v is None else dump(v).decode() for v in values],
-            pa.string(),
-        )
+        # (json, not orjson: integers over 64 bits stay exact)
+        return pa.array([v if isinstance(v, str) or v is None
+                         else json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+                         for v in values], pa.string())
 
 
 def _ids(values: list[Any], what: str, path: Path, diag: Diagnostics) -> tuple[pa.Array, pa.Array]:

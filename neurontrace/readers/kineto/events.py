@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -201,8 +200,3 @@ def _merged(args: bytes | None, extra: dict[str, bytes]) -> bytes:
             members = {"args": args}
     members.update(extra)
     return b"{" + b",".join(msgspec.json.encode(k) + b":" + v for k, v in members.items()) + b"}"
-
-
-def dump(v: Any) -> bytes:
-    """JSON text of ``v``; big integers stay exact (orjson refuses those over 64 bits)."""
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode()
