@@ -68,11 +68,9 @@ class Metadata:
             self.times = _widened(self.times, later.times)
 
     def add(self, ev: Event) -> None:
-        if not len(ev.args):
-            return
         try:
             args = ANY_JSON.decode(ev.args)
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, RecursionError):  # no args, or not valid JSON
             return
         if not isinstance(args, dict):
             return

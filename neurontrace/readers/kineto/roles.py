@@ -90,9 +90,11 @@ def role(layer: pl.Expr, category: pl.Expr, name: pl.Expr, kind: pl.Expr,
         .when(moves & (by_category != S.WAIT)).then(pl.lit(S.TRANSFER))
         .otherwise(by_category)
     )
+    copies = name.str.contains(RUNTIME_COPY_PATTERN) | (
+        cat.is_in(PRIVATEUSE1_CATEGORIES) & name.str.contains(PRIVATEUSE1_COPY_PATTERN))
     runtime = (
         pl.when(name.str.contains(SYNC_NAME_PATTERN)).then(pl.lit(S.SYNC))
-        .when(_copy_call(cat, name)).then(pl.lit(S.TRANSFER))
+        .when(copies).then(pl.lit(S.TRANSFER))
         .otherwise(pl.lit(S.RUNTIME_CALL))
     )
     framework = cat.replace_strict(FRAMEWORK_ROLES, default=S.OTHER, return_dtype=pl.String)
@@ -109,11 +111,6 @@ def layer_of(category: str) -> str:
     if category in DEVICE_ROLES:
         return S.DEVICE
     return S.RUNTIME if category.startswith(RUNTIME_PREFIXES) else S.FRAMEWORK
-
-
-def _copy_call(cat: pl.Expr, name: pl.Expr) -> pl.Expr:
-    return name.str.contains(RUNTIME_COPY_PATTERN) | (
-        cat.is_in(PRIVATEUSE1_CATEGORIES) & name.str.contains(PRIVATEUSE1_COPY_PATTERN))
 
 
 def _from_name(name: pl.Expr) -> pl.Expr:
