@@ -10,17 +10,3 @@ caller computes it, once) and never recomputes a figure:
 - :mod:`.html`: one self-contained HTML report (timeline, op share, gaps, copies);
 - :mod:`.names`: long C++ kernel names abbreviated for the terminal.
 """
-
-from __future__ import annotations
-
-import os
-from pathlib import Path
-
-
-def publish(tmp: str | Path, dst: Path) -> None:
-    """Give the finished temporary file ordinary permissions (mkstemp makes it private:
-    0600) and rename it into place."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)
-    os.replace(tmp, dst)
