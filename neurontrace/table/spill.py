@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -244,43 +245,38 @@ def frame(data: pa.Table | pa.RecordBatch) -> pl.DataFrame:
 
 
 class Parts:
-    """Frames by key (a bucket, a row range), each appended a frame at a time: held in
-    memory or (``folder`` given) each in an Arrow IPC stream file of its own there."""
+    """Frames by key (a bucket, a row range): each key's :class:`SpilledFrames`, held in
+    memory or (``folder`` given) each frame in an Arrow IPC stream file of its own there
+    (closed once written: nothing is left open)."""
 
     def __init__(self, folder: Path | None, stem: str) -> None:
         self.folder = folder
-        self.stem = stem
-        self._pieces: dict[int, list[pl.DataFrame | Path]] = {}
+        self.suffix = f".{stem}.arrow"
+        self._keys: dict[int, SpilledFrames] = {}
 
     def write(self, key: int, frame: pl.DataFrame) -> None:
-        pieces = self._pieces.setdefault(key, [])
-        if self.folder is None:
-            pieces.append(frame)
-            return
-        table = frame.to_arrow()
-        path = self.folder / f"{self.stem}-{key}-{len(pieces)}.arrow"
-        pieces.append(path)
-        out = Writer(path, table.schema)
+        held = self._keys.setdefault(key, SpilledFrames(
+            folder=self.folder, limit=0 if self.folder else sys.maxsize, suffix=self.suffix))
         try:
-            out.write(table)
+            held.add(frame)
         finally:
-            out.close()
+            held.finish()
 
     def read(self, key: int) -> pl.DataFrame | None:
-        return self._whole(key) if key in self._pieces else None
+        return self._whole(key) if key in self._keys else None
 
     def _whole(self, key: int) -> pl.DataFrame:
-        frames = [p if isinstance(p, pl.DataFrame) else _read_all(p) for p in self._pieces[key]]
+        frames = [p if isinstance(p, pl.DataFrame) else _read_all(p)
+                  for p in self._keys[key].pieces]
         return frames[0] if len(frames) == 1 else pl.concat(frames)
 
     def remove(self, key: int) -> None:
-        for p in self._pieces.pop(key, []):
-            if isinstance(p, Path):
-                p.unlink(missing_ok=True)
+        if key in self._keys:
+            self._keys.pop(key).discard()
 
     def each(self) -> Iterator[pl.DataFrame]:
         """The frames of each key, in key order."""
-        for k in sorted(self._pieces):
+        for k in sorted(self._keys):
             yield self._whole(k)
 
     def spread(self, frame: pl.DataFrame, keys: np.ndarray | None) -> None:
@@ -295,7 +291,7 @@ class Parts:
     def map(self, into: Parts, how: Callable[[int, pl.DataFrame], pl.DataFrame]) -> None:
         """Write ``how(k, frame)`` to ``into`` for the frame of each key ``k``, which is
         then removed from these."""
-        for k in sorted(self._pieces):
+        for k in sorted(self._keys):
             into.write(k, how(k, self._whole(k)))
             self.remove(k)
 
