@@ -7,13 +7,14 @@ hundred bytes a row), and for a trace of more than :func:`memory_rows` rows not 
 those: they go to files too, which :mod:`neurontrace.table.sweep` reads a bucket at a time.
 A file decoded in chunks in parallel (:mod:`neurontrace.table.chunks`) has one spill file
 per chunk, each written by the process that reads it. The sweep keeps its own frames
-between passes by key (:class:`Parts`: a bucket, a row range), in the same files.
+between passes by key (:class:`Parts`: a bucket, a row range), each key's frames a
+:class:`SpilledFrames` too.
 
 The spill is bounded (:class:`Budget`): one spill (a trace read serially, or one chunk of
-it) may write at most :data:`SPILL_LIMIT` bytes if that variable is set, else half the
-space that was free where it is written when it began, so that a small compressed input
-that inflates without end (a gzip bomb of events) stops with one line instead of
-filling the disk.
+it: its rows, narrow columns and flow events) may write at most :data:`SPILL_LIMIT`
+bytes if that variable is set, else half the space that was free where it is written
+when it began, so that a small compressed input that inflates without end (a gzip bomb
+of events) stops with one line instead of filling the disk.
 """
 
 from __future__ import annotations
