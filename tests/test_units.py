@@ -86,3 +86,12 @@ def test_exponents_and_signs_convert_exactly_in_a_chunk_of_plain_times() -> None
     assert out.to_pylist() == [us_text_to_ns(t.decode()) for t in texts]
     assert out.to_pylist() == [5000, 1_000_000, 2500, 1, 500, 7000, 0, 12500]
     assert rounded == []
+
+
+def test_the_int64_minimum_is_null_in_any_chunk_as_the_reference_says() -> None:
+    """-2**63 ns was kept by the vectorised path but left null by the exact one, so its
+    value depended on the other times of its chunk."""
+    low = b"-9223372036854775.808"
+    for chunk in ([low], [b"1.5", low], [b"1.2345", low], [b"-9223372036854775808e-3"]):
+        out, _ = microseconds_to_ns(chunk)
+        assert out.to_pylist()[-1] is None is us_text_to_ns(chunk[-1].decode())

@@ -55,11 +55,13 @@ def _fast_ns(joined: bytes, n: int) -> pa.Array | None:
     if len(us) != n:
         return None
     # Each unscaled 128-bit integer as its two 64-bit words (low, high): it fits int64
-    # where the high word only repeats the low word's sign.
+    # where the high word only repeats the low word's sign. int64's minimum, which
+    # :func:`_slow` leaves null, goes that way too, so no value depends on its chunk.
     words = np.frombuffer(us.buffers()[1], np.int64, 2 * n, 16 * us.offset).reshape(n, 2)
-    if not np.array_equal(words[:, 1], words[:, 0] >> 63):
+    low = words[:, 0]
+    if not np.array_equal(words[:, 1], low >> 63) or low.min() == I64_MIN:
         return None
-    return pa.array(words[:, 0])
+    return pa.array(low)
 
 
 def decimal_text_to_ns(texts: Iterable[str | None], scale: int = 1000
