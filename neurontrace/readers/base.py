@@ -60,8 +60,6 @@ class Events:
     """
 
     batches: Iterator[Batch]
-    #: Flow events known only as a whole (besides any :class:`Flows` in ``batches``).
-    flows: pa.Table | None = None
     #: Top-level fields of the trace, kept in the Parquet metadata.
     trace: dict[str, Any] = field(default_factory=dict)
     #: How times were placed on one clock.

@@ -23,17 +23,11 @@ import pyarrow.ipc
 
 from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
-from neurontrace.readers.base import FLOWS_SCHEMA, Events, Progress, Source
+from neurontrace.readers.base import Events, Progress, Source
 from neurontrace.table import chunks
 from neurontrace.table.chunks import Spilled
 from neurontrace.table.derived import Ranges
-from neurontrace.table.spill import (
-    SpilledFrames,
-    frame,
-    read_batches,
-    spill_all,
-    temporary,
-)
+from neurontrace.table.spill import read_batches, spill_all, temporary
 from neurontrace.table.sweep import derive
 
 #: Columns a reader may give for some rows, which the derivations complete.
@@ -118,10 +112,6 @@ def assemble(src: Source, diag: Diagnostics, progress: Progress | None = None,
     if ev.rank is None:
         ev.rank = src.rank
     try:
-        if ev.flows is not None and ev.flows.num_rows:  # the reader's whole table, last
-            whole = frame(ev.flows.cast(FLOWS_SCHEMA))
-            done.flows.extend(SpilledFrames([whole], whole.height))
-        ev.flows = None
         if after_read is not None:
             after_read()
         derived = derive(done.narrow, ev, diag, workdir, done.flows)

@@ -50,7 +50,12 @@ from neurontrace.readers.base import (
 from neurontrace.readers.jsonopen import read_head
 from neurontrace.readers.kineto import KinetoReader
 from neurontrace.readers.neuron.device_json import DeviceJsonReader, SummaryJsonReader
-from neurontrace.readers.neuron.explorer import ExplorerReader, bound_folders, is_explorer_folder
+from neurontrace.readers.neuron.explorer import (
+    ExplorerReader,
+    bound_folders,
+    is_explorer_folder,
+    read_folder,
+)
 from neurontrace.readers.neuron.raw import SYSTEM_TRACE, explorer_output, pair_neff, view_args
 from neurontrace.readers.neuron.system_json import LiveFetchReader, SystemJsonReader
 
@@ -172,16 +177,18 @@ def read_capture(cap: Capture, cache: Path, diag: Diagnostics,
     if cap.framework is not None:
         parts.append((KinetoReader.name, cap.framework,
                       KinetoReader().read(cap.framework, diag, progress)))
-    neuron = list(cap.converted)
+    converted: list[tuple[Path, dict[str, object] | None]] = []  # (folder, tool schema)
     if not any(r.name in (ExplorerReader.name, SystemJsonReader.name,
-                          DeviceJsonReader.name) for r, _ in neuron):
+                          DeviceJsonReader.name) for r, _ in cap.converted):
         # The session folder (system and device profiles), else each NTFF with its NEFF,
         # every one paired before any is converted.
         raws = [cap.folder] if cap.system_trace is not None else [t for t, _ in cap.pairs]
         for capture, args in [(c, view_args(c)) for c in raws]:
-            neuron.append((ExplorerReader(), explorer_output(args, capture, cache)[0]))
-    for reader, path in neuron:
+            converted.append(explorer_output(args, capture, cache))
+    for reader, path in cap.converted:
         parts.append((reader.name, path, reader.read(path, diag, None)))
+    for folder, schema in converted:  # with the schema, as a raw file's expand reads it
+        parts.append((ExplorerReader.name, folder, read_folder(folder, schema, diag, None)))
     return Events.filled_by(RunReader.name, lambda out: merge(parts, cap, out, diag))
 
 
@@ -212,7 +219,6 @@ def merge(parts: list[tuple[str, Path, Events]], cap: Capture, out: Events,
             yield b
         if not neuron_part:
             base = int(ev.clock.get("base_time_ns") or 0)
-            out.flows = ev.flows
             out.rank = ev.rank
         out.thread_names.update(ev.thread_names)
         out.process_names.update(ev.process_names)
