@@ -261,6 +261,9 @@ def test_epoch_microseconds_with_one_decimal_and_integer_durations() -> None:
 
 
 @pytest.mark.parametrize("text", ["+1", "0x1", "1e3", "-", "", "1-2", "--1", "1.2345"])
-def test_times_that_are_not_plain_decimals_take_the_exact_path(text: str) -> None:
+def test_a_time_of_another_shape_beside_a_plain_one_converts_as_the_reference_does(
+        text: str) -> None:
+    """Whichever path takes it (Arrow's decimal parse reads ``+1`` and ``1e3`` exactly;
+    the others send the chunk the exact slow way), the value is the reference's."""
     out, _ = microseconds_to_ns([b"5.000", text.encode()])
     assert out.to_pylist() == [5000, us_text_to_ns(text)]
