@@ -279,3 +279,24 @@ def test_the_schema_version_is_read_from_the_printed_document() -> None:
     assert schema_version_of("profile_schema_version: 7.4\n") == "7.4"
     assert schema_version_of("openapi: 3.0.3\ninfo:\n  description: no version: here\n") \
         is None
+
+
+def test_a_raw_capture_in_a_run_folder_keeps_the_profile_schema_the_tool_prints(
+        tmp_path: Path, tools: dict[str, Path]) -> None:
+    """As a plain raw file does: what the tool printed goes with the converted part."""
+    import neurontrace
+
+    rank = tmp_path / "run" / "i-1_pid_9" / "20250101T000000"
+    rank.mkdir(parents=True)
+    (rank / "neff_123_vnc_0.neff").write_bytes(b"SYNTHETIC")
+    (rank / "123_vnc_0.ntff").write_bytes(b"SYNTHETIC")
+    out = tmp_path / "ds"
+    done = _convert([str(tmp_path / "run"), str(out)], _env(tools["bin"]))
+    assert done.returncode == 0, done.stderr
+    [written] = out.rglob("*.parquet")
+    [part] = neurontrace.file_metadata(written)["trace"]["parts"]
+    assert part["format"] == "neuron-explorer"
+    kept = part["trace"]["neuron"]["tool_profile_schema"]
+    assert (kept["command"], kept["version"]) == ("neuron-explorer --show-profile-schema",
+                                                  "7.4.0")
+    assert part["trace"]["neuron"]["profile_schema_version"] == "7.4.0"
