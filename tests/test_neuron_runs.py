@@ -214,3 +214,17 @@ def test_a_run_folder_reads_a_view_d_session_once_with_its_device_folders(
     assert sorted(instr[S.DEVICE_COL].to_list()) == [0, 1]  # each device folder once
     assert df.filter(pl.col(S.NAME) == "nc_exec_running").height == 2
     assert len(result.outputs) == 1
+
+
+def test_a_run_folder_whose_device_profile_list_is_unreadable_is_refused_naming_it(
+        tmp_path: Path) -> None:
+    cap = tmp_path / "run" / "i-0abc_pid_4242" / "20250101T000000"
+    shutil.copytree(FIX / "view_d_session" / "profiles", cap / "profiles")
+    bad = cap / "profiles" / "global" / "session@latest" / "DeviceProfileList.parquet"
+    bad.write_bytes(b"not a Parquet file")
+    out = tmp_path / "ds"
+    result = CliRunner().invoke(cli, ["convert", str(tmp_path / "run"), str(out)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and f"{bad}: not a readable Parquet file" in lines[0]
+    assert not out.exists()
