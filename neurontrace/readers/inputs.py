@@ -148,9 +148,10 @@ def _walk(folder: Path, st: os.stat_result, fmt: str | None, cache: Path,
 def _claimed(folder: Path, fmt: str | None) -> bool:
     """Whether a reader (the one ``fmt`` names, else any) reads ``folder`` as a whole."""
     try:
-        return detect(folder, fmt).sniff(folder, b"")
+        reader = detect(folder, fmt)
     except UnknownFormat:
         return False
+    return fmt is None or reader.sniff(folder, b"")  # detection has already sniffed it
 
 
 def stem(p: Path) -> str:
