@@ -39,8 +39,7 @@ def stage(out: Path) -> Path:
     check_target(out)
     missing = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
-    prefix = atomic.hidden_name(out.name, "capture-", room=8)  # new_temporary adds 8
-    staging = atomic.new_temporary(out.parent, prefix, folder=True).resolve()
+    staging = atomic.new_temporary(out.parent, out.name, "capture-", folder=True).resolve()
     _made[staging] = missing  # deepest first
     return staging
 

@@ -43,11 +43,15 @@ _RANDOM = 8
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
-def new_temporary(parent: Path, prefix: str, suffix: str = "", folder: bool = False) -> Path:
-    """A new empty file (or ``folder``) ``<prefix><8 random characters><suffix>`` in
-    ``parent``, made with the mode any new one gets (``0o666``, a folder ``0o777``, less
-    the umask, as the kernel applies it): ``mkstemp`` and ``mkdtemp`` make theirs private
-    (0600, 0700), which would stay on an output renamed into place."""
+def new_temporary(parent: Path, name: str, tag: str, suffix: str = "", folder: bool = False
+                  ) -> Path:
+    """A new empty file (or ``folder``) ``<hidden name><8 random characters><suffix>`` in
+    ``parent``, the hidden name :func:`hidden_name` of ``name`` and ``tag`` (so that the
+    whole fits in :data:`NAME_MAX` bytes), made with the mode any new one gets (``0o666``,
+    a folder ``0o777``, less the umask, as the kernel applies it): ``mkstemp`` and
+    ``mkdtemp`` make theirs private (0600, 0700), which would stay on an output renamed
+    into place."""
+    prefix = hidden_name(name, tag, _RANDOM + len(os.fsencode(suffix)))
     while True:
         path = parent / f"{prefix}{secrets.token_hex(_RANDOM // 2)}{suffix}"
         try:
@@ -228,9 +232,8 @@ def writing(dst: Path, tmp_dir: Path | None = None) -> Iterator[Path]:
         here = _identity(folder)
         if same is not None and here is not None and same[0] == here[0]:
             folder = tmp_dir
-    suffix = ".tmp"
     try:
-        tmp = new_temporary(folder, hidden_name(dst.name, "", _RANDOM + len(suffix)), suffix)
+        tmp = new_temporary(folder, dst.name, "", ".tmp")
     except OSError as e:
         raise cannot_write(dst, e) from None
     try:
