@@ -31,16 +31,20 @@ def check_target(out: Path) -> None:
                        f"(no {manifest.NAME}); choose another --out")
 
 
-#: Folders :func:`stage` made above each staging folder, for :func:`discard` to remove.
+#: Folders :func:`stage` made above each staging folder (outermost first), for
+#: :func:`discard` to remove.
 _made: dict[Path, list[Path]] = {}
 
 
 def stage(out: Path) -> Path:
     check_target(out)
-    missing = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = atomic.new_temporary(out.parent, out.name, "capture-", folder=True).resolve()
-    _made[staging] = missing  # deepest first
+    made = atomic.make_parent(out)
+    try:
+        staging = atomic.new_temporary(out.parent, out.name, "capture-", folder=True).resolve()
+    except OSError as e:
+        atomic.remove_empty(made)
+        raise atomic.cannot_write(out, e) from None
+    _made[staging] = made
     return staging
 
 
@@ -53,8 +57,4 @@ def publish(staging: Path, out: Path) -> None:
 def discard(staging: Path) -> None:
     """Remove ``staging``, and the folders :func:`stage` made for it if they are empty."""
     shutil.rmtree(staging, ignore_errors=True)
-    for folder in _made.pop(staging, []):
-        try:
-            folder.rmdir()
-        except OSError:  # not empty (another run's), or gone
-            break
+    atomic.remove_empty(_made.pop(staging, []))
