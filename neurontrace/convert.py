@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -214,9 +215,9 @@ def convert(
 
     Outputs appear only when complete, with the mode the umask gives. A local dataset is
     built in ``.<dst>.partial/`` and swapped in whole; a failure leaves the old ``dst``
-    (or none) and keeps the finished files in ``.<dst>.partial/``, where the next run
-    resumes. Concurrent runs into one local destination take turns (a lock file). On
-    another filesystem each file is copied up once complete, and files of inputs no
+    (or none) and keeps the finished files in ``.<dst>.partial/`` (none: no such folder),
+    where the next run resumes. Concurrent runs into one local destination take turns (a
+    lock file). On another filesystem each file is copied up once complete, and files of inputs no
     longer given are deleted last. Every temporary file is in one run folder next to a
     local ``dst`` (the system's temporary folder for a remote one), removed however the
     run ends (:mod:`neurontrace.io.scratch`); the spill is bounded
@@ -280,7 +281,14 @@ def _replace_dataset(local: Path, sources: list[Source], rank: int | None, force
     with lock(local):
         staging = local.with_name(atomic.hidden_name(local.name, "partial"))
         staging.mkdir(exist_ok=True)
-        _dataset(sources, Place.of(staging), local, rank, force, run, progress, out, work)
+        try:
+            _dataset(sources, Place.of(staging), local, rank, force, run, progress, out, work)
+        except BaseException:
+            # finished files stay for the next run to resume from; empty folders go
+            for folder, _, _ in os.walk(staging, topdown=False):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+            raise
         atomic.replace_dir(staging, local, trash=work)
     out.outputs = [local / Path(p).relative_to(staging) for p in map(str, out.outputs)]
 

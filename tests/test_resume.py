@@ -154,6 +154,16 @@ def test_a_failed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert not partial.exists()
 
 
+def test_a_failed_run_that_finished_no_file_leaves_no_partial_folder(tmp_path: Path) -> None:
+    src = tmp_path / "run"
+    src.mkdir()
+    shutil.copy(KINETO / "truncated.json", src / "worker_rank_0.json")
+    shutil.copy(KINETO / "truncated.json", src / "worker_rank_1.json")
+    r = cli("convert", str(src), str(tmp_path / "ds"))
+    assert r.returncode == 2 and "worker_rank_" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
 def test_two_concurrent_converts_into_one_dataset_take_turns(tmp_path: Path) -> None:
     a = run_dir(tmp_path / "a", 3)
     b = tmp_path / "b" / "run"
