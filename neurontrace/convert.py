@@ -217,8 +217,8 @@ def convert(
     built in ``.<dst>.partial/`` and swapped in whole; a failure leaves the old ``dst``
     (or none) and keeps the finished files in ``.<dst>.partial/`` (none: no such folder),
     where the next run resumes. Concurrent runs into one local destination take turns (a
-    lock file). On another filesystem each file is copied up once complete, and files of inputs no
-    longer given are deleted last. Every temporary file is in one run folder next to a
+    lock file). On another filesystem each file is copied up once complete, and files of
+    inputs no longer given are deleted last. Every temporary file is in one run folder next to a
     local ``dst`` (the system's temporary folder for a remote one), removed however the
     run ends (:mod:`neurontrace.io.scratch`); the spill is bounded
     (:data:`neurontrace.table.spill.SPILL_LIMIT`). External converters (``neuron-explorer``)
