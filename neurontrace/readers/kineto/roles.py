@@ -128,8 +128,10 @@ def arg_text(args: pl.Expr, key: str, value: str = "[A-Za-z0-9_]+", unit: str = 
 
     The quoted key followed by ``:`` only occurs as a key (inside a string value its
     quotes would be escaped), and the value must end at ``,`` or ``}`` (so ``1.5`` or
-    ``1e3`` are not read as 1). Literal first and ASCII-only keep the regex fast, also
-    when the key is absent (a memchr-speed scan).
+    ``1e3`` are not read as 1). Literal first and ASCII-only keep the regex fast, but an
+    absent key still costs a scan of every row: where a whole chunk may lack it, a
+    literal search for it first is faster (the link keys in
+    :mod:`neurontrace.readers.kineto.columns`, measured there).
     """
     ws = "[ \t\r\n]*"
     unit = f"(?:{unit})?" if unit else ""
