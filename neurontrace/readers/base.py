@@ -87,7 +87,6 @@ class Reader(Protocol):
 
     def sniff(self, path: Path, head: bytes) -> bool:
         """True when ``path`` (its name, or ``head``, its first bytes) is this format."""
-        ...
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         ...
@@ -122,18 +121,15 @@ class Divisible(Protocol):
     def chunks(self, path: Path, aims: Callable[[int, int], list[int]]) -> list[Chunk]:
         """The chunks to read ``path`` in, or [] to read it whole. ``aims(first, size)``
         says about where to cut the bytes from ``first`` (the first event) to ``size``."""
-        ...
 
     def read_chunk(self, path: Path, chunk: Chunk, diag: Diagnostics,
                    progress: Progress | None) -> ChunkRead:
         """Read one chunk; its batches raise :class:`ChunkUnreadable` (or BadInput) when
         it cannot be read on its own."""
-        ...
 
     def join(self, path: Path, summaries: list[Any]) -> Events:
         """The trace's fields (``batches`` empty) from the chunks' summaries in file
         order, as a whole read sets them."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -106,13 +106,6 @@ class DeviceProfile:
     session_id: int | None
     model_id: int | None
 
-    def label(self, nc: int | None) -> str:
-        """``i-0abc pid 4242 nc 0``: the key of this profile's placement."""
-        return f"{self.instance_id or '?'} pid {self.process_id} nc {'?' if nc is None else nc}"
-
-    def describe(self) -> dict[str, Any]:
-        return {**asdict(self), "folder": str(self.folder)}
-
 
 def device_profiles(folder: Path, rows: list[dict[str, Any]] | None,
                     diag: Diagnostics) -> list[DeviceProfile]:
@@ -274,7 +267,8 @@ class _Read:
             "tables_not_read": sorted(
                 t for t in self.tables if t not in (SYSTEM, *DEVICE_TABLES, *SIDE_TABLES)
             ),
-            **({"device_profiles": [p.describe() for p in profiles]} if profiles else {}),
+            **({"device_profiles": [{**asdict(p), "folder": str(p.folder)} for p in profiles]}
+               if profiles else {}),
             **({"tool_profile_schema": tool_schema} if tool_schema is not None else {}),
         }}
         ev.clock = {
@@ -355,8 +349,9 @@ class _Read:
                 )
                 for (nc,), part in df.group_by("_nc", maintain_order=True):
                     nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]
-                    label = (prof.label(nc_i) if prof
-                             else "nc ?" if nc_i is None else f"nc {nc_i}")
+                    # the key of a placement: "nc 0", or "i-0abc pid 4242 nc 0" in a profile
+                    label = (f"{prof.instance_id or '?'} pid {prof.process_id} " if prof
+                             else "") + f"nc {'?' if nc_i is None else nc_i}"
                     if label not in placements:
                         placements[label] = self._placement(table, nc_i, side, host, starts)
                     rows = placements[label].apply(device_rows(table, part))

@@ -26,18 +26,6 @@ DEVICE_TABLES = ("Instruction", "DmaPacket", "ActiveTime")
 #: Where warnings about a table's columns go: (code, message, count).
 Warn = Callable[[str, str, int], None]
 
-#: How each event-table column is read: as integers (int64), as text, as integers where
-#: they are, else as text (``int_or_label``: ``id``), as a list of flow ids (or text
-#: holding them); any other column is ``other``.
-KINDS: dict[str, str] = {
-    **dict.fromkeys(("start_ts", "end_ts", "duration_ns", "nc_idx", "pcore_idx",
-                     "framework_stream_id", "transfer_bytes", "read_bytes", "write_bytes"),
-                    "int"),
-    **dict.fromkeys(("name", "trace_event_source", "instance_id", "engine", "opcode",
-                     "queue_name", "extra_attributes_json"), "text"),
-    **dict.fromkeys(("process_id", "thread_id"), "id"),
-    "flow_id": "flow",
-}
 #: Columns without which an event table is refused.
 REQUIRED: dict[str, tuple[str, ...]] = {SYSTEM: ("name", "start_ts"),
                                         **{t: ("start_ts",) for t in DEVICE_TABLES}}
@@ -124,7 +112,7 @@ def conform(df: pl.DataFrame, table: str, path: Path, warn: Warn) -> pl.DataFram
     fixed: list[pl.Series] = []
     dropped: list[str] = []
     for name, dtype in df.schema.items():
-        expected, read = _READ[KINDS.get(name, "other")]
+        expected, read = KINDS.get(name, _OTHER)
         s = df.get_column(name)
         out = read(s)
         if out is s:
@@ -201,15 +189,26 @@ def _holds_bytes(dt: pl.DataType | pl.datatypes.DataTypeClass) -> bool:
     return dt.is_nested() and "Binary" in str(dt)  # a nesting not named above (a map)
 
 
-#: Per kind of column (:data:`KINDS`): what its values are said to be in warnings, and
-#: the column as read: itself when it already is, None when it cannot be.
-_READ: dict[str, tuple[str, Callable[[pl.Series], pl.Series | None]]] = {
-    "int": ("integers", lambda s: s if s.dtype == pl.Int64 else _to_int(s)),
-    "text": ("text", lambda s: s if s.dtype == pl.String else _to_text(s)),
-    "id": ("integers or text",
-           lambda s: s if s.dtype == pl.String or s.dtype.is_integer() else _to_text(s)),
-    "flow": ("a list of flow ids", _to_flows),
-    "other": ("a type Polars can encode as JSON", _json_safe),
+#: A kind of column: what its values are said to be in warnings, and the column as read:
+#: itself when it already is, None when it cannot be.
+Kind = tuple[str, Callable[[pl.Series], pl.Series | None]]
+_INT: Kind = ("integers", lambda s: s if s.dtype == pl.Int64 else _to_int(s))
+_TEXT: Kind = ("text", lambda s: s if s.dtype == pl.String else _to_text(s))
+#: Integers where they are, else text (``int_or_label``).
+_ID: Kind = ("integers or text",
+             lambda s: s if s.dtype == pl.String or s.dtype.is_integer() else _to_text(s))
+#: Any column not in :data:`KINDS`, kept in ``args``.
+_OTHER: Kind = ("a type Polars can encode as JSON", _json_safe)
+#: How each event-table column is read: as integers (int64), as text, as integers where
+#: they are, else as text, as a list of flow ids (or text holding them).
+KINDS: dict[str, Kind] = {
+    **dict.fromkeys(("start_ts", "end_ts", "duration_ns", "nc_idx", "pcore_idx",
+                     "framework_stream_id", "transfer_bytes", "read_bytes", "write_bytes"),
+                    _INT),
+    **dict.fromkeys(("name", "trace_event_source", "instance_id", "engine", "opcode",
+                     "queue_name", "extra_attributes_json"), _TEXT),
+    **dict.fromkeys(("process_id", "thread_id"), _ID),
+    "flow_id": ("a list of flow ids", _to_flows),
 }
 
 
