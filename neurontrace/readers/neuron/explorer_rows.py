@@ -218,18 +218,9 @@ LAYER_OF_SOURCE = {"framework": S.FRAMEWORK, "neuron_rt": S.RUNTIME, "neuron_hw"
 _SYSTEM_KNOWN = {"name", "start_ts", "end_ts", "duration_ns", "trace_event_source",
                  "instance_id", "process_id", "thread_id", "nc_idx", "flow_id",
                  "framework_stream_id", "id", "pcore_idx", "worker_gid", "extra_attributes_json"}
-_DEVICE_USED = {"start_ts", "end_ts", "duration_ns", "nc_idx", "engine", "opcode",
-                "queue_name"}
 #: Device-table columns that may be missing, and are left out of ``args`` where null.
 _DEVICE_OPTIONAL = ("engine", "opcode", "queue_name", "transfer_bytes", "read_bytes",
                     "write_bytes")
-#: Keys of ``extra_attributes_json`` read into columns (exec id, bytes, device time of a
-#: sync point); the device-time keys are unconfirmed on a real capture.
-_EXEC_KEYS = ("exec_id", "execution_id")
-_SIZE_KEYS = ("size", "bytes")
-_MODEL_KEYS = ("model_id",)
-_SYNC_DEVICE_KEYS = ("nc_timestamp_ns", "device_timestamp_ns", "device_ts")
-_SYNC_HOST_KEYS = ("cpu_timestamp_ns",)
 
 
 def with_defaults(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
@@ -254,8 +245,10 @@ def duration() -> pl.Expr:
     )
 
 
-def json_int(col: str, keys: tuple[str, ...]) -> pl.Expr:
-    c = pl.col(col).cast(pl.String)
+def json_int(*keys: str) -> pl.Expr:
+    """The first of ``keys`` in ``extra_attributes_json`` that holds an integer (keys read
+    into columns: exec id, bytes, model, the device time of a sync point)."""
+    c = pl.col("extra_attributes_json").cast(pl.String)
     return pl.coalesce(
         [c.str.json_path_match(f"$.{k}").cast(pl.Int64, strict=False) for k in keys]
     )
@@ -266,13 +259,13 @@ def execution(df: pl.DataFrame) -> pl.Expr:
     ``nc_exec_running`` without one, its ``model_id`` and first flow id
     (``nc0:model7:execf1``, shared by its LNC=2 rows): flow ids are per-model counters,
     so two NEFFs can reuse one (Tilebench ``nki_timer.py`` keys by model and flow)."""
-    exec_id = json_int("extra_attributes_json", _EXEC_KEYS).cast(pl.String)
+    exec_id = json_int("exec_id", "execution_id").cast(pl.String)
     flow = pl.when(pl.col("name") == N.EXEC_EVENT).then(
         flows(df).list.first().str.strip_prefix(N.FLOW_PREFIX))
     nc = pl.col("nc_idx").cast(pl.Int64, strict=False)
     return pl.coalesce(
         N.execution_key(nc, exec_id),
-        N.execution_key(nc, flow, json_int("extra_attributes_json", _MODEL_KEYS)),
+        N.execution_key(nc, flow, json_int("model_id")),
     )
 
 
@@ -325,11 +318,11 @@ def system_rows(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFra
         pid_label.alias(S.PID_LABEL), tid_label.alias(S.TID_LABEL),
         nc.alias(S.DEVICE_COL),
         pl.col("framework_stream_id").cast(pl.Int64, strict=False).alias(S.STREAM),
-        json_int("extra_attributes_json", _SIZE_KEYS).alias(S.BYTES),
+        json_int("size", "bytes").alias(S.BYTES),
         flows(df).alias(S.FLOW_IDS),
         execution(df).alias(S.EXECUTION),
         pl.col("instance_id").cast(pl.String).alias(S.INSTANCE_ID),
-        json_int("extra_attributes_json", _MODEL_KEYS).alias(S.MODEL_ID),
+        json_int("model_id").alias(S.MODEL_ID),
         pcore.alias(S.DEVICE_CORE),
         pl.when(layer == S.DEVICE).then(N.device_track(nc, name, pcore, "device core"))
         .alias(S.TRACK),
@@ -354,7 +347,8 @@ def device_rows(table: str, df: pl.DataFrame) -> pl.DataFrame:
     moved = pl.lit(None, pl.Int64) if table != "DmaPacket" else pl.coalesce(*(
         pl.col(c).cast(pl.Int64, strict=False)
         for c in ("transfer_bytes", "write_bytes", "read_bytes")))
-    used = {"_nc", S.START_NS, S.DUR_NS, *_DEVICE_USED}
+    used = {"_nc", S.START_NS, S.DUR_NS, "start_ts", "end_ts", "duration_ns", "nc_idx", "engine",
+            "opcode", "queue_name"}
     present = [c for c in df.columns if c not in used
                and not (c in _DEVICE_OPTIONAL and df.get_column(c).null_count() == df.height)]
     return N.device_spans(df, table, name, nc, lane, S.START_NS, S.DUR_NS, pcore.alias(S.PCORE),
@@ -404,19 +398,19 @@ def host_windows(timing: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame
     ex = df.filter(pl.col("name") == N.EXEC_EVENT).select(
         nc=pl.col("nc_idx").cast(pl.Int64, strict=False),
         pid=pl.col("_pid").cast(pl.Int64, strict=False),
-        model=json_int("extra_attributes_json", _MODEL_KEYS),
+        model=json_int("model_id"),
         start=pl.col("start_ts").cast(pl.Int64),
         end=pl.col("start_ts").cast(pl.Int64) + duration().fill_null(0),
         execution=execution(df),
     ).filter(pl.col("start").is_not_null()).with_columns(
-        pl.coalesce(S.EXECUTION, pl.concat_str(  # no id: one per row
-            pl.lit("nc"), pl.col("nc").cast(pl.String), pl.lit("@"),
-            pl.col("start").cast(pl.String))).alias(S.EXECUTION))
+        pl.coalesce(S.EXECUTION, pl.format("nc{}@{}", "nc", "start"))  # no id: one per row
+        .alias(S.EXECUTION))
     host = ex.group_by("nc", "pid", "model", S.EXECUTION).agg(pl.col("start").min(),
                                                               pl.col("end").max())
     syncs = df.filter(pl.col("name") == N.SYNC_EVENT).select(
-        host_ts=pl.coalesce(json_int("extra_attributes_json", _SYNC_HOST_KEYS),
+        host_ts=pl.coalesce(json_int("cpu_timestamp_ns"),
                             pl.col("start_ts").cast(pl.Int64)),
-        device_ts=json_int("extra_attributes_json", _SYNC_DEVICE_KEYS),
+        # keys unconfirmed on a real capture
+        device_ts=json_int("nc_timestamp_ns", "device_timestamp_ns", "device_ts"),
     ).drop_nulls()
     return host.select("nc", "pid", "model", "start", "end", S.EXECUTION), syncs
