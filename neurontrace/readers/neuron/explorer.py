@@ -53,21 +53,8 @@ from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput, one_line, shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress
+from neurontrace.readers.neuron import explorer_rows as R
 from neurontrace.readers.neuron.clock import Placement, place
-from neurontrace.readers.neuron.explorer_rows import (
-    DEVICE_TABLES,
-    SYSTEM,
-    conform,
-    device_rows,
-    duration,
-    executions,
-    host_windows,
-    importable,
-    start_ns,
-    system_rows,
-    timing_rows,
-    with_defaults,
-)
 
 SIDE_TABLES = ("Metadata", "SchemaFields", "Summary", "ExecutionInfo",
                "SystemProfileMetadata", "DeviceProfileList")
@@ -91,7 +78,7 @@ def tables(folder: Path) -> dict[str, list[Path]]:
 
 
 def is_explorer_folder(folder: Path) -> bool:
-    return folder.is_dir() and bool(tables(folder).keys() & {SYSTEM, *DEVICE_TABLES})
+    return folder.is_dir() and bool(tables(folder).keys() & R.EVENT_TABLES)
 
 
 @dataclass(frozen=True)
@@ -211,8 +198,8 @@ class ExplorerReader:
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         if not is_explorer_folder(path):  # --format neuron-explorer on something else
             raise BadInput(f"{shown(path)}: not a Neuron Explorer folder (a folder of "
-                           f"<table>.parquet files with {SYSTEM} or one of "
-                           f"{', '.join(DEVICE_TABLES)})")
+                           f"<table>.parquet files with {R.SYSTEM} or one of "
+                           f"{', '.join(R.DEVICE_TABLES)})")
         return read_folder(path, None, diag, progress)
 
 
@@ -242,12 +229,12 @@ class _Read:
         majors: set[str] = set()  # unknown major versions warned about in this read
         version = schema_version(side.get("Metadata"), self.folder, self.diag, majors)
         timing: list[pl.DataFrame] = []  # the system rows that place device time
-        for frame in self._frames(SYSTEM):
-            yield N.to_batch(system_rows(frame, self.diag, self.folder))
-            timing.append(timing_rows(frame))
-        host = host_windows(timing)
+        for frame in self._frames(R.SYSTEM):
+            yield N.to_batch(R.system_rows(frame, self.diag, self.folder))
+            timing.append(R.timing_rows(frame))
+        host = R.host_windows(timing)
         placements: dict[str, Placement] = {}  # by NeuronCore label, for all the folders
-        if self.tables.keys() & set(DEVICE_TABLES):
+        if self.tables.keys() & set(R.DEVICE_TABLES):
             yield from self.device_batches(
                 side, host, placements, profile_nc(self.folder, side.get("Metadata"), self.diag))
         profiles = device_profiles(self.folder, side.get("DeviceProfileList"), self.diag)
@@ -263,10 +250,8 @@ class _Read:
             "format": "explorer-parquet",
             "profile_schema_version": version,
             "tables": side,
-            "tables_read": sorted(t for t in self.tables if t in (SYSTEM, *DEVICE_TABLES)),
-            "tables_not_read": sorted(
-                t for t in self.tables if t not in (SYSTEM, *DEVICE_TABLES, *SIDE_TABLES)
-            ),
+            "tables_read": sorted(self.tables.keys() & R.EVENT_TABLES),
+            "tables_not_read": sorted(self.tables.keys() - R.EVENT_TABLES - set(SIDE_TABLES)),
             **({"device_profiles": [{**asdict(p), "folder": str(p.folder)} for p in profiles]}
                if profiles else {}),
             **({"tool_profile_schema": tool_schema} if tool_schema is not None else {}),
@@ -285,7 +270,6 @@ class _Read:
         """The table's rows a batch at a time, each column of the type this reader reads
         it as (:func:`conform`); warnings about types are given on the full read only
         (``columns`` None), which every event table has once."""
-        event_table = table in (SYSTEM, *DEVICE_TABLES)
         warn = self._warn if columns is None else lambda code, message, n: None
         for f in self.tables.get(table, []):
             try:
@@ -296,8 +280,8 @@ class _Read:
                     raise BadInput(f"{shown(f)}: column {twice[0]!r} appears more than once")
                 cols = None if columns is None else [c for c in columns if c in names]
                 for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
-                    df = importable(b, f, warn)
-                    yield conform(df, table, f, warn) if event_table else df
+                    df = R.importable(b, f, warn)
+                    yield R.conform(df, table, f, warn) if table in R.EVENT_TABLES else df
             except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
                 raise BadInput(f"{shown(f)}: not a readable Parquet file "
                                f"({one_line(str(e))})") from None
@@ -338,14 +322,14 @@ class _Read:
         process."""
         prof = self.prof
         starts = self._device_starts()
-        for table in DEVICE_TABLES:
+        for table in R.DEVICE_TABLES:
             for df in self._frames(table):
-                df = with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
+                df = R.with_defaults(df, ["nc_idx", "end_ts", "duration_ns", "pcore_idx"])
                 df = df.with_columns(
                     pl.coalesce(pl.col("nc_idx").cast(pl.Int64, strict=False),
                                 pl.lit(nc_default, pl.Int64)).alias("_nc"),
-                    start_ns(df, self.diag, f"{shown(self.folder)}/{table}").alias(S.START_NS),
-                    duration().fill_null(0).clip(0).alias(S.DUR_NS),
+                    R.start_ns(df, self.diag, f"{shown(self.folder)}/{table}").alias(S.START_NS),
+                    R.duration().fill_null(0).clip(0).alias(S.DUR_NS),
                 )
                 for (nc,), part in df.group_by("_nc", maintain_order=True):
                     nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]
@@ -354,7 +338,7 @@ class _Read:
                              else "") + f"nc {'?' if nc_i is None else nc_i}"
                     if label not in placements:
                         placements[label] = self._placement(table, nc_i, side, host, starts)
-                    rows = placements[label].apply(device_rows(table, part))
+                    rows = placements[label].apply(R.device_rows(table, part))
                     if prof is not None:
                         rows = rows.with_columns(
                             pl.lit(prof.instance_id, pl.String).alias(S.INSTANCE_ID),
@@ -368,11 +352,11 @@ class _Read:
         the placements of the folder. Two columns, not the whole tables: on a 2 M-row,
         11-column ``Instruction`` table 0.04-0.16 s against 1.0-1.7 s."""
         parts = [
-            with_defaults(df, ["nc_idx"]).group_by(
+            R.with_defaults(df, ["nc_idx"]).group_by(
                 nc=pl.col("nc_idx").cast(pl.Int64, strict=False)
             ).agg(start=pl.col("start_ts").cast(pl.Int64).min(),
                   has_nc=pl.lit("nc_idx" in df.columns))
-            for t in DEVICE_TABLES for df in self._frames(t, ["start_ts", "nc_idx"])
+            for t in R.DEVICE_TABLES for df in self._frames(t, ["start_ts", "nc_idx"])
         ]
         return pl.concat(parts) if parts else pl.DataFrame(
             schema={"nc": pl.Int64, "start": pl.Int64, "has_nc": pl.Boolean})
@@ -393,7 +377,7 @@ class _Read:
             windows = windows.filter(pl.col("nc") == nc)
         elif windows.get_column("nc").drop_nulls().n_unique() > 1:
             windows = windows.clear()  # which NeuronCore's executions? unknown: do not guess
-        p = place(device_start, executions(side.get("ExecutionInfo"), nc),
+        p = place(device_start, R.executions(side.get("ExecutionInfo"), nc),
                   windows.drop("pid", "model"), syncs, bridge(side.get("Metadata")))
         if p.method == "none":
             self.diag.warn("device_clock_unplaced",

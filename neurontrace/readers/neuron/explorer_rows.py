@@ -23,6 +23,7 @@ from neurontrace.readers import neuron as N
 
 SYSTEM = "SystemProfileEvents"
 DEVICE_TABLES = ("Instruction", "DmaPacket", "ActiveTime")
+EVENT_TABLES = {SYSTEM, *DEVICE_TABLES}
 #: Where warnings about a table's columns go: (code, message, count).
 Warn = Callable[[str, str, int], None]
 
