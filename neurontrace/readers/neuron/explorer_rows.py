@@ -365,13 +365,9 @@ def executions(execinfo: list[dict[str, Any]] | None, nc: int | None) -> pl.Data
     rows = [r for r in execinfo
             if nc is None or "nc_idx" not in r or N.int_value(r["nc_idx"]) == nc]
     order = "execution_index" if "execution_index" in execinfo[0] else "execution_start_ts"
-
-    def key(r: dict[str, Any]) -> tuple[bool, int]:
-        v = N.int_value(r.get(order))
-        return (v is not None, v or 0)
-
+    rows.sort(key=lambda r: ((v := N.int_value(r.get(order))) is not None, v or 0))  # None first
     windows = [(N.int_value(r.get("execution_start_ts")), N.int_value(r.get("execution_end_ts")))
-               for r in sorted(rows, key=key)]
+               for r in rows]
     return pl.DataFrame([w for w in windows if None not in w], schema={
         "d_start": pl.Int64, "d_end": pl.Int64}, orient="row")
 
