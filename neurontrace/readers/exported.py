@@ -25,8 +25,7 @@ from neurontrace.readers.base import Events, Flows, Progress
 from neurontrace.readers.kineto import KinetoReader
 
 MARKER = "neurontrace"  # views.chrome.MARKER (readers do not import the views)
-_HEAD = b'{"' + MARKER.encode() + b'":'
-_WHOLE = '{"' + MARKER + '":'  # args that are only the payload
+_WHOLE = '{"' + MARKER + '":'  # opens the export, and args that are only the payload
 _LAST = ',"' + MARKER + '":'  # the payload after the row's own args keys
 _VIEW = '{"' + MARKER + '.view":'
 _DECODER = json.JSONDecoder()  # keeps integers wider than 64 bits exact
@@ -37,7 +36,7 @@ class ExportReader:
     description = "neurontrace's own Chrome-trace export (neurontrace export), every column kept"
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        return head.lstrip().startswith(_HEAD)
+        return head.lstrip().startswith(_WHOLE.encode())
 
     def read(self, path: Path, diag: Diagnostics, progress: Progress | None) -> Events:
         inner = KinetoReader().read(path, diag, progress)
