@@ -119,16 +119,13 @@ def direction(name: pl.Expr) -> pl.Expr:
 def to_batch(df: pl.DataFrame) -> pa.RecordBatch:
     """A frame holding any subset of :data:`BATCH_SCHEMA`'s columns (``role`` and
     ``direction`` not among them), as a batch of it, its rows classified."""
-    def col(c: str) -> pl.Expr:
-        return pl.col(c).cast(pl.String) if c in df.columns else pl.lit(None, pl.String)
-    df = df.with_columns(
-        role(col(S.LAYER), col(S.CATEGORY), col(S.NAME).fill_null(""), col(S.KIND))
-        .alias(S.ROLE),
-        direction(col(S.NAME)).alias(S.DIRECTION),
-    )
     table = df.select(
         pl.col(name).cast(t) if name in df.columns else pl.lit(None, t).alias(name)
         for name, t in _POLARS_TYPES.items()
+    ).with_columns(
+        role(pl.col(S.LAYER), pl.col(S.CATEGORY), pl.col(S.NAME).fill_null(""), pl.col(S.KIND))
+        .alias(S.ROLE),
+        direction(pl.col(S.NAME)).alias(S.DIRECTION),
     ).to_arrow().cast(BATCH_SCHEMA)
     return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns],
                                       schema=BATCH_SCHEMA)
@@ -145,13 +142,10 @@ def device_track(nc: pl.Expr, lane: pl.Expr, pcore: pl.Expr | None = None,
     logical NeuronCore; ``core_label`` says what ``pcore`` counts: ``pcore`` (0 or 1
     within the logical core, Explorer's device tables) or ``device core`` (the physical
     core within the device, Explorer's ``SystemProfileEvents.pcore_idx``)."""
-    nc_text = pl.coalesce(nc.cast(pl.String), pl.lit("?"))
-    parts = [pl.lit("nc "), nc_text, pl.lit(" / ")]
-    if pcore is not None:
-        parts = [*parts, pl.when(pcore.is_not_null()).then(
-            pl.concat_str(pl.lit(f"{core_label} "), pcore.cast(pl.String), pl.lit(" / "))
-        ).otherwise(pl.lit(""))]
-    return pl.concat_str([*parts, lane])
+    core = pl.lit("") if pcore is None else pl.concat_str(  # null where pcore is null
+        pl.lit(f"{core_label} "), pcore.cast(pl.String), pl.lit(" / ")).fill_null("")
+    return pl.concat_str(pl.lit("nc "), nc.cast(pl.String).fill_null("?"), pl.lit(" / "), core,
+                         lane)
 
 
 def device_spans(df: pl.DataFrame, table: str, name: pl.Expr, nc: pl.Expr, lane: pl.Expr,
@@ -176,13 +170,10 @@ def execution_key(nc: pl.Expr, exec_id: pl.Expr, model: pl.Expr | None = None) -
     rows of both physical cores carry the same key. With ``model`` (where it is not
     null) ``nc0:model7:execf1``: flow ids are small per-model counters, so two NEFFs on
     one core can reuse one and only (model, flow) names an execution."""
-    model_part = (pl.lit("") if model is None else pl.when(model.is_not_null()).then(
-        pl.concat_str(pl.lit("model"), model.cast(pl.String), pl.lit(":"))
-    ).otherwise(pl.lit("")))
-    return pl.when(exec_id.is_not_null()).then(pl.concat_str(
-        pl.lit("nc"), pl.coalesce(nc.cast(pl.String), pl.lit("?")), pl.lit(":"),
-        model_part, pl.lit("exec"), exec_id.cast(pl.String),
-    ))
+    model_part = pl.lit("") if model is None else pl.concat_str(  # null where model is null
+        pl.lit("model"), model.cast(pl.String), pl.lit(":")).fill_null("")
+    return pl.concat_str(pl.lit("nc"), nc.cast(pl.String).fill_null("?"), pl.lit(":"),
+                         model_part, pl.lit("exec"), exec_id.cast(pl.String))  # null without id
 
 
 def args_json(df: pl.DataFrame, columns: Iterable[str],

@@ -43,7 +43,6 @@ import polars as pl
 from neurontrace import schema as S
 from neurontrace.readers.neuron import EPOCH_MIN_NS
 
-_I64 = pl.Int64
 #: Two durations of one execution agree within 10 us or 0.2% of the longer, whichever is
 #: larger (device and host see the same execution through different clocks).
 PAIR_TOLERANCE_NS = 10_000
@@ -132,8 +131,7 @@ def place(device_start: int | None, executions: pl.DataFrame | None,
         # In integers: epoch-scale offsets lose up to 256 ns as float64 (Polars' median).
         offsets = sorted(syncs.select(pl.col("host_ts") - pl.col("device_ts"))
                          .to_series().to_list())
-        mid = len(offsets) // 2
-        median = offsets[mid] if len(offsets) % 2 else (offsets[mid - 1] + offsets[mid]) // 2
+        median = (offsets[(len(offsets) - 1) // 2] + offsets[len(offsets) // 2]) // 2
         bridge = {"bridge_ns": bridge_ns, "bridge": "Metadata.first_hw_timestamp / "
                   "ticks_per_nanosec (first_hw_timestamp assumed to count ticks)"
                   } if bridge_ns is not None else {
@@ -164,15 +162,14 @@ def _by_windows(executions: pl.DataFrame, host: pl.DataFrame) -> Placement:
         method = "order"
     paired = pl.concat([d[[i for i, _ in pairs]], h[[j for _, j in pairs]]], how="horizontal")
     windows = paired.select(
-        pl.col("d_start").cast(_I64),
-        (pl.col("start") - pl.col("d_start")).cast(_I64).alias("offset"),
+        pl.col("d_start").cast(pl.Int64),
+        (pl.col("start") - pl.col("d_start")).cast(pl.Int64).alias("offset"),
         pl.col("execution").alias(S.EXECUTION),
     )
-    drift = paired.select(
+    mismatch = paired.select(  # an int, or None with no pair
         ((pl.col("end") - pl.col("start")) - (pl.col("d_end") - pl.col("d_start")))
         .abs().max()
     ).item()
-    mismatch = int(drift) if drift is not None else None
     details: dict[str, Any] = {
         "pairing": method, "largest_mismatch_ns": mismatch,
         "tolerance": f"{PAIR_TOLERANCE_NS} ns or {PAIR_TOLERANCE_RATIO:.1%}",

@@ -166,16 +166,11 @@ def _content(args: list[str]) -> str:
 def explorer_timeout() -> float:
     """Seconds ``neuron-explorer`` may run: :data:`TIMEOUT_ENV` when set (a positive
     number), else :data:`DEFAULT_TIMEOUT`. Another value is BadInput naming it."""
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise BadInput(f"{TIMEOUT_ENV}={raw!r}: not a positive number of seconds")
-    return value
+    raw = os.environ.get(TIMEOUT_ENV, "").strip() or str(DEFAULT_TIMEOUT)
+    with contextlib.suppress(ValueError):
+        if math.isfinite(value := float(raw)) and value > 0:
+            return value
+    raise BadInput(f"{TIMEOUT_ENV}={raw!r}: not a positive number of seconds")
 
 
 def timeout_message(tool: str, seconds: float) -> str:
