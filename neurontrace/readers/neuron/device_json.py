@@ -36,6 +36,7 @@ import json
 import re
 import zlib
 from collections.abc import Iterator
+from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from neurontrace.errors import BadInput, one_line, shown
 from neurontrace.readers import neuron as N
 from neurontrace.readers.base import Events, Progress
 from neurontrace.readers.jsonopen import open_binary
+from neurontrace.readers.neuron.explorer_rows import device_rows
 
 #: Top-level keys of a device profile; a document with none of them is not one.
 DEVICE_KEYS = ("summary", "instruction", "dma", "instruction_usage")
@@ -157,12 +159,12 @@ class DeviceJsonReader:
                            f"{', '.join(DEVICE_KEYS)} at the top level)")
         summary = _rows(doc, "summary", path)
         frames = {t: _frame(_rows(doc, t, path), *fields) for t, fields in TABLES.items()}
-        for name, table in frames.items():
-            for col in ("timestamp", "duration"):
-                bad = _unusable(table, col)
-                if bad:
-                    diag.warn("bad_ts", f"{shown(path)}: {bad} {name} row(s) have a {col} "
-                              "that is not an integer number of ns; read as 0", bad)
+        for (name, table), col in product(frames.items(), ("timestamp", "duration")):
+            # rows whose time is given but is no number _number reads
+            bad = table.select((pl.col(col).is_not_null() & _number(col).is_null()).sum()).item()
+            if bad:
+                diag.warn("bad_ts", f"{shown(path)}: {bad} {name} row(s) have a {col} that "
+                          "is not an integer number of ns; read as 0", bad)
         meta = doc.get("metadata")
         unit, divisor, calib = calibrate(frames["instruction"], summary, meta, path, diag)
         nc = N.nc_from_name(path.stem)
@@ -199,11 +201,6 @@ def _frame(rows: list[dict[str, Any]], used: tuple[str, ...],
 def _number(col: str) -> pl.Expr:
     """The text column ``col`` as int64 (:func:`.int_text`; device times are small)."""
     return N.int_text(pl.col(col))
-
-
-def _unusable(df: pl.DataFrame, col: str) -> int:
-    """Rows whose ``col`` is given but is not a number :func:`_number` reads."""
-    return int(df.select((pl.col(col).is_not_null() & _number(col).is_null()).sum()).item())
 
 
 def _attrs_decoded(row: dict[str, Any]) -> dict[str, Any]:
@@ -265,28 +262,33 @@ def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], meta: Any, pat
     return "ns", 1, {**calib, "assumed": True, "unit_source": "assumed: documented ns"}
 
 
+#: Per table: the Explorer table of the same rows (:func:`.explorer_rows.device_rows` maps
+#: both to events), and its columns, from ours.
+AS_EXPLORER = {
+    "instruction": ("Instruction", {"engine": pl.coalesce("label", "subgroup"),
+                                    "opcode": pl.col("opcode")}),
+    "dma": ("DmaPacket", {"queue_name": pl.coalesce("queue", "label", "subgroup"),
+                          "transfer_bytes": pl.coalesce(
+                              *(pl.col(c).str.strip_chars().cast(pl.Int64, strict=False)
+                                for c in ("transfer_size", "size")))}),
+}
+
+
 def _device(df: pl.DataFrame, table: str, divisor: int, nc: int | None) -> pl.DataFrame:
+    """The rows of ``table`` as events, as Explorer's table of the same rows reads, in
+    our ``category`` and ``args``."""
     def ns(col: str) -> pl.Expr:
         v = _number(col)
         return v if divisor == 1 else (v + divisor // 2) // divisor
 
-    moved = pl.lit(None, pl.Int64)
-    if table == "instruction":
-        name = pl.col("opcode").fill_null("instruction")
-        lane = N.engine(pl.coalesce("label", "subgroup").fill_null("unknown"))
-    else:
-        name = pl.coalesce("queue", "label", "subgroup").fill_null("dma")
-        lane = pl.concat_str(pl.lit("dma / "), name)
-        moved = pl.coalesce(
-            *(pl.col(c).str.strip_chars().cast(pl.Int64, strict=False)
-              for c in ("transfer_size", "size")))
-    return N.device_spans(
-        df, table, name, pl.lit(nc, pl.Int64), lane,
+    explorer_table, columns = AS_EXPLORER[table]
+    rows = df.select(
         ns("timestamp").fill_null(0).alias(S.START_NS),
         ns("duration").fill_null(0).clip(0).alias(S.DUR_NS),
-        moved.alias(S.BYTES),
-        S.ARGS,
+        _nc=pl.lit(nc, pl.Int64), pcore_idx=pl.lit(None, pl.Int64), **columns,
     )
+    return device_rows(explorer_table, rows).with_columns(pl.lit(table).alias(S.CATEGORY),
+                                                          df.get_column(S.ARGS))
 
 
 class SummaryJsonReader:
