@@ -40,15 +40,14 @@ def importable(batch: pa.RecordBatch, path: Path, warn: Warn) -> pl.DataFrame:
         field = batch.schema.field(i)
         if polars_type(field.type) is not None:
             continue
+        what = f"{shown(path)}: column {field.name!r} is {field.type}"
         try:
             batch = batch.set_column(i, pa.field(field.name, pa.string()),
                                      batch.column(i).cast(pa.string()))
-            warn("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
-                 f"{field.type}; read as text", 1)
+            warn("explorer_column_type", f"{what}; read as text", 1)
         except pa.ArrowException:
             batch = batch.remove_column(i)
-            warn("explorer_column_type", f"{shown(path)}: column {field.name!r} is "
-                 f"{field.type}, which cannot be read; left out", 1)
+            warn("explorer_column_type", f"{what}, which cannot be read; left out", 1)
     bare = pa.schema([pa.field(f.name, polars_type(f.type) or f.type) for f in batch.schema])
     if not bare.equals(batch.schema, check_metadata=True):
         batch = batch.cast(bare)
@@ -119,11 +118,10 @@ def conform(df: pl.DataFrame, table: str, path: Path, warn: Warn) -> pl.DataFram
         if out is s:
             continue
         if out is None:
+            what = f"{shown(path)}: column {name!r} is {dtype}, not {expected}"
             if name in REQUIRED[table]:
-                raise BadInput(f"{shown(path)}: column {name!r} is {dtype}, not "
-                               f"{expected}")
-            warn("explorer_column_type", f"{shown(path)}: column {name!r} is "
-                 f"{dtype}, not {expected}; left out", 1)
+                raise BadInput(what)
+            warn("explorer_column_type", f"{what}; left out", 1)
             dropped.append(name)
             continue
         lost = out.null_count() - s.null_count()
