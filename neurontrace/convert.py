@@ -14,7 +14,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -140,12 +139,10 @@ def convert_one(job: Job, progress: Progress | None = None) -> Converted:
     its metadata recorded)."""
     src = job.source
     digest = background_digest(src.path)  # started here to compare, else once read
-    want: dict[str, Any] = {"format": src.format, "options": {"rank": job.rank}}
     if job.candidates and not job.force:
-        want["digest"] = digest().result()
+        want = {"digest": digest().result(), "format": src.format, "options": {"rank": job.rank}}
         for cand in job.candidates:
-            meta = matching(job.out.fs, cand, want)
-            if meta is not None:
+            if (meta := matching(job.out.fs, cand, want)) is not None:
                 return _keep(job, cand, meta)
     diag = Diagnostics()
     local = job.out.local

@@ -27,7 +27,6 @@ import secrets
 import shutil
 import signal
 import stat
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -226,12 +225,9 @@ def writing(dst: Path, tmp_dir: Path | None = None) -> Iterator[Path]:
     """
     check_output(dst)
     make_parent(dst)
-    folder = dst.parent
-    if tmp_dir is not None:
-        same = _identity(tmp_dir)
-        here = _identity(folder)
-        if same is not None and here is not None and same[0] == here[0]:
-            folder = tmp_dir
+    there = _identity(tmp_dir) if tmp_dir is not None else None
+    here = _identity(dst.parent)
+    folder = tmp_dir if tmp_dir and there and here and there[0] == here[0] else dst.parent
     try:
         tmp = new_temporary(folder, dst.name, "", ".tmp")
     except OSError as e:
@@ -254,19 +250,17 @@ def writing(dst: Path, tmp_dir: Path | None = None) -> Iterator[Path]:
 def replace_dir(tmp: Path, dst: Path, trash: Path | None = None) -> None:
     """Move the complete folder ``tmp`` to ``dst``, replacing whatever folder is there.
 
-    The old folder is moved aside first, into ``trash`` (a run's temporary folder, on
-    the same file system) when given, else next to ``dst``, then deleted. ``SIGINT`` and
+    The old folder is moved aside first, into a new folder (:func:`new_temporary`) in
+    ``trash`` (a run's temporary folder, on the same file system) when given, else next
+    to ``dst``, then deleted. ``SIGINT`` and
     ``SIGTERM`` wait for the two renames (in the main thread), so that an interrupted
     run cannot take the old folder away without putting the new one in its place."""
     if dst.exists():
-        if trash is not None:
-            old = Path(tempfile.mkdtemp(prefix="old-", dir=trash)) / "old"
-        else:
-            old = dst.with_name(hidden_name(dst.name, f"old-{os.getpid()}"))
+        aside = new_temporary(trash or dst.parent, dst.name, "old-", folder=True)
         with _signals_held():
-            os.replace(dst, old)
+            os.replace(dst, aside / "old")
             os.replace(tmp, dst)
-        shutil.rmtree(old if trash is None else old.parent, ignore_errors=True)
+        shutil.rmtree(aside, ignore_errors=True)
     else:
         os.replace(tmp, dst)
 
