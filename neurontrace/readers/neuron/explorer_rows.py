@@ -161,9 +161,7 @@ def _to_flows(s: pl.Series) -> pl.Series | None:
         s, dt = s.cast(pl.List(dt.inner)), pl.List(dt.inner)
     listed = isinstance(dt, pl.List)
     inner = dt.inner if isinstance(dt, pl.List) else dt
-    if inner == pl.String:
-        return s
-    if inner == pl.Null or inner.is_integer() or inner == pl.Categorical:
+    if inner in (pl.String, pl.Null, pl.Categorical) or inner.is_integer():
         return s.cast(pl.List(pl.String) if listed else pl.String)
     return None
 
