@@ -157,10 +157,8 @@ def _to_text(s: pl.Series) -> pl.Series | None:
 
 def _to_flows(s: pl.Series) -> pl.Series | None:
     dt = s.dtype
-    if isinstance(dt, pl.Array):
-        s, dt = s.cast(pl.List(dt.inner)), pl.List(dt.inner)
-    listed = isinstance(dt, pl.List)
-    inner = dt.inner if isinstance(dt, pl.List) else dt
+    listed = isinstance(dt, (pl.List, pl.Array))
+    inner = dt.inner if isinstance(dt, (pl.List, pl.Array)) else dt
     if inner in (pl.String, pl.Null, pl.Categorical) or inner.is_integer():
         return s.cast(pl.List(pl.String) if listed else pl.String)
     return None
