@@ -36,12 +36,12 @@ SYNC_EVENT = "timestamp_sync_point"
 
 # -- roles (formats.md section 5) ---------------------------------------------------------
 #: Hardware events that occupy a NeuronCore (an execution, a collective running).
-COMPUTE_EVENTS = ("nc_exec_running", "cc_running")
+COMPUTE_EVENTS = (EXEC_EVENT, "cc_running")
 #: Hardware events that are waits: a collective waiting for its peers.
 WAIT_EVENTS = ("cc_exec_barrier",)
 #: Hardware events that mark a moment or a condition rather than occupy the NeuronCore:
 #: clock sync points, notifications, errors, model switches.
-MARKER_EVENTS = ("timestamp_sync_point", "hw_notify", "numerical_err", "nrt_model_switch")
+MARKER_EVENTS = (SYNC_EVENT, "hw_notify", "numerical_err", "nrt_model_switch")
 #: System-trace events that happen on the device (documented vocabulary, formats.md §5):
 #: the ones above.
 HARDWARE_EVENTS = frozenset(COMPUTE_EVENTS + WAIT_EVENTS + MARKER_EVENTS)
@@ -136,21 +136,20 @@ def engine(name: pl.Expr) -> pl.Expr:
     return name.str.strip_chars().str.to_lowercase()
 
 
-def device_track(nc: pl.Expr, lane: pl.Expr, pcore: pl.Expr | None = None,
+def device_track(nc: pl.Expr, lane: pl.Expr, pcore: pl.Expr,
                  core_label: str = "pcore") -> pl.Expr:
     """``nc 0 / tensor``; with a physical core ``nc 0 / pcore 1 / tensor``. ``nc`` is the
     logical NeuronCore; ``core_label`` says what ``pcore`` counts: ``pcore`` (0 or 1
     within the logical core, Explorer's device tables) or ``device core`` (the physical
     core within the device, Explorer's ``SystemProfileEvents.pcore_idx``)."""
-    core = pl.lit("") if pcore is None else pl.concat_str(  # null where pcore is null
-        pl.lit(f"{core_label} "), pcore.cast(pl.String), pl.lit(" / ")).fill_null("")
-    return pl.concat_str(pl.lit("nc "), nc.cast(pl.String).fill_null("?"), pl.lit(" / "), core,
-                         lane)
+    core = pl.concat_str(pl.lit(f"{core_label} "), pcore.cast(pl.String), pl.lit(" / "))
+    return pl.concat_str(pl.lit("nc "), nc.cast(pl.String).fill_null("?"), pl.lit(" / "),
+                         core.fill_null(""), lane)  # core is null where pcore is
 
 
 def device_spans(df: pl.DataFrame, table: str, name: pl.Expr, nc: pl.Expr, lane: pl.Expr,
                  *more: pl.Expr | pl.Series | str,
-                 pcore: pl.Expr | None = None) -> pl.DataFrame:
+                 pcore: pl.Expr) -> pl.DataFrame:
     """The rows of the device table ``table`` as spans called ``name`` on the track
     ``lane`` of NeuronCore ``nc`` (and physical core ``pcore``: :func:`device_track`),
     with the columns ``more``."""
@@ -217,7 +216,6 @@ def int_or_label(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     return num, text.zip_with(num.is_null(), pl.Series([None], dtype=pl.String))
 
 
-_NUM = re.compile(r"\d+")
 _INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
@@ -237,7 +235,7 @@ def int_value(v: Any) -> int | None:
 
 def numeric_ids(name: str) -> list[str]:
     """The digit runs of a file name, longest first: how NEFF and NTFF files pair up."""
-    return sorted(_NUM.findall(name), key=len, reverse=True)
+    return sorted(re.findall(r"\d+", name), key=len, reverse=True)
 
 
 def nc_from_name(name: str) -> int | None:

@@ -32,6 +32,7 @@ kept in the output's ``neurontrace.trace`` metadata under ``neuron.tables.Summar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import zlib
@@ -207,13 +208,10 @@ def _attrs_decoded(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with an ``hlo_attrs`` given as the text of a JSON object decoded (other
     text is kept as it is)."""
     text = row.get("hlo_attrs")
-    if not isinstance(text, str) or not text.lstrip().startswith("{"):
-        return row
-    try:
-        attrs = json.loads(text)
-    except ValueError:
-        return row
-    return {**row, "hlo_attrs": attrs} if isinstance(attrs, dict) else row
+    if isinstance(text, str) and text.lstrip().startswith("{"):
+        with contextlib.suppress(ValueError):  # JSON text opening with { is an object
+            return {**row, "hlo_attrs": json.loads(text)}
+    return row
 
 
 def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], meta: Any, path: Path,
@@ -228,15 +226,14 @@ def calibrate(instr: pl.DataFrame, summary: list[dict[str, Any]], meta: Any, pat
     source = "summary.total_time"
     if not isinstance(total, (int, float)) or total <= 0:
         meta = meta if isinstance(meta, dict) else {}
-        declared = next(((meta[k].strip().lower(), f"metadata.{k}")
-                         for k in ("timestamp_unit", "time_unit")
-                         if isinstance(meta.get(k), str)), None)
-        units = set(instr.get_column("timestamp_unit").drop_nulls().str.strip_chars()
-                    .str.to_lowercase())
-        if declared is None and len(units) == 1:
-            declared = units.pop(), "instruction.timestamp_unit"
-        if declared is not None and declared[0] in DECLARED_UNITS:
-            return declared[0], DECLARED_UNITS[declared[0]], {"unit_source": declared[1]}
+        units = instr.get_column("timestamp_unit").drop_nulls().str.strip_chars() \
+            .str.to_lowercase().unique()
+        clues = [*((meta.get(k), f"metadata.{k}") for k in ("timestamp_unit", "time_unit")),
+                 (units[0] if len(units) == 1 else None, "instruction.timestamp_unit")]
+        unit, clue = next(((u.strip().lower(), c) for u, c in clues if isinstance(u, str)),
+                          ("", ""))  # the first clue given
+        if unit in DECLARED_UNITS:
+            return unit, DECLARED_UNITS[unit], {"unit_source": clue}
         total = meta["total_time"] if isinstance(meta.get("total_time"), (int, float)) else None
         source = "metadata.total_time"
     if instr.height == 0:

@@ -159,7 +159,7 @@ class RunReader:
         caps = [inspect(f) for f in capture_folders(path)]
         caps.sort(key=lambda c: (c.instance, c.pid, c.folder.name))
         per_pid = Counter((c.instance, c.pid) for c in caps)
-        order = {k: i for i, k in enumerate(dict.fromkeys((c.instance, c.pid) for c in caps))}
+        order = {k: i for i, k in enumerate(per_pid)}  # a Counter keeps first-seen order
         sources = []
         for c in caps:
             name = f"{c.instance}_pid_{c.pid}"

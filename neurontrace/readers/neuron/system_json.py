@@ -110,7 +110,6 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
     if missing:
         diag.warn("bad_ts", f"{shown(path)}: {missing} event(s) after #{index} have no usable "
                   "timestamp; placed at time 0", missing)
-    df = df.with_columns(pl.col("start").fill_null(0))
     framework = (pl.col("type") == N.FRAMEWORK_TYPE) | (
         pl.col("type_text").is_null()
         & pl.col("group").str.to_lowercase().str.starts_with("framework").fill_null(False))
@@ -125,7 +124,7 @@ def system_frame(items: list[dict[str, Any]], path: Path, index: int,
         pl.col("name").alias(S.NAME),
         pl.when(pl.col("duration").is_not_null()).then(pl.lit(S.SPAN))
         .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
-        pl.col("start").alias(S.START_NS),
+        pl.col("start").fill_null(0).alias(S.START_NS),
         pl.col("duration").fill_null(0).clip(0).alias(S.DUR_NS),
         pl.col("lnc").alias(S.DEVICE_COL),
         pl.col("size").alias(S.BYTES),
