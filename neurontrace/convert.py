@@ -281,10 +281,7 @@ def _replace_dataset(local: Path, sources: list[Source], rank: int | None, force
         try:
             _dataset(sources, Place.of(staging), local, rank, force, run, progress, out, work)
         except BaseException:
-            # finished files stay for the next run to resume from; empty folders go
-            for folder, _, _ in os.walk(staging, topdown=False):
-                with contextlib.suppress(OSError):
-                    os.rmdir(folder)
+            _tidy(staging)  # finished files stay for the next run to resume from
             raise
         atomic.replace_dir(staging, local, trash=work)
     out.outputs = [local / Path(p).relative_to(staging) for p in map(str, out.outputs)]
@@ -373,15 +370,16 @@ def _record(out: Converted, d: Converted) -> None:
     out.diagnostics.merge(d.diagnostics)
 
 
-def _tidy(folder: Path, keep: set[str]) -> None:
-    """Remove from a staging folder what is not one of ``keep`` (temporary files of an
-    interrupted run, outputs of inputs no longer given) and the folders left empty."""
-    for p in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        if p.is_dir():
-            if not any(p.iterdir()):
-                p.rmdir()
-        elif str(p) not in keep:
-            p.unlink(missing_ok=True)
+def _tidy(folder: Path, keep: set[str] | None = None) -> None:
+    """Remove from a staging folder the files that are not one of ``keep`` (None: keep
+    every file), such as temporary files of an interrupted run and outputs of inputs no
+    longer given, then the folders left empty (``folder`` too)."""
+    for root, _, files in os.walk(folder, topdown=False):
+        for path in (os.path.join(root, name) for name in files):
+            if keep is not None and path not in keep:
+                Path(path).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(root)
 
 
 def unique(name: str, names: set[str]) -> str:
