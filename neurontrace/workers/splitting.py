@@ -39,11 +39,8 @@ def workers() -> int:
     given = os.environ.get(READ_WORKERS, "").strip()
     if given.isdigit() and int(given) > 0:
         return int(given)
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return min(cpus, DEFAULT_MAX)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(cpus or 1, DEFAULT_MAX)  # os.cpu_count: not Linux
 
 
 def processes(path: Path) -> int:
