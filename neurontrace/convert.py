@@ -290,11 +290,8 @@ def _replace_dataset(local: Path, sources: list[Source], rank: int | None, force
 def _foreign(folder: Path) -> Path | None:
     """The first file under ``folder`` that is not a Parquet file of ours, or None (none,
     or no such folder)."""
-    for root, _, files in os.walk(folder):
-        for name in files:
-            if not (name.endswith(".parquet") and _ours(Path(root, name))):
-                return Path(root, name)
-    return None
+    return next((Path(root, name) for root, _, files in os.walk(folder) for name in files
+                 if not (name.endswith(".parquet") and _ours(Path(root, name)))), None)
 
 
 def _ours(path: Path) -> bool:
