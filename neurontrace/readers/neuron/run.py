@@ -177,18 +177,16 @@ def read_capture(cap: Capture, cache: Path, diag: Diagnostics,
     if cap.framework is not None:
         parts.append((KinetoReader.name, cap.framework,
                       KinetoReader().read(cap.framework, diag, progress)))
-    converted: list[tuple[Path, dict[str, object] | None]] = []  # (folder, tool schema)
-    if not any(r.name in (ExplorerReader.name, SystemJsonReader.name,
-                          DeviceJsonReader.name) for r, _ in cap.converted):
-        # The session folder (system and device profiles), else each NTFF with its NEFF,
-        # every one paired before any is converted.
-        raws = [cap.folder] if cap.system_trace is not None else [t for t, _ in cap.pairs]
-        for capture, args in [(c, view_args(c)) for c in raws]:
-            converted.append(explorer_output(args, capture, cache))
-    for reader, path in cap.converted:
-        parts.append((reader.name, path, reader.read(path, diag, None)))
-    for folder, schema in converted:  # with the schema, as a raw file's expand reads it
-        parts.append((ExplorerReader.name, folder, read_folder(folder, schema, diag, None)))
+    # Without converted outputs: the session folder (system and device profiles), else each
+    # NTFF with its NEFF, every one paired before any is converted.
+    raws = [cap.folder] if cap.system_trace is not None else [t for t, _ in cap.pairs]
+    if any(r.name in (ExplorerReader.name, SystemJsonReader.name, DeviceJsonReader.name)
+           for r, _ in cap.converted):
+        raws = []
+    converted = [explorer_output(args, c, cache) for c, args in [(c, view_args(c)) for c in raws]]
+    parts += [(reader.name, path, reader.read(path, diag, None)) for reader, path in cap.converted]
+    parts += [(ExplorerReader.name, folder, read_folder(folder, schema, diag, None))
+              for folder, schema in converted]  # with the schema, as a raw file's expand reads it
     return Events.filled_by(RunReader.name, lambda out: merge(parts, cap, out, diag))
 
 
@@ -203,14 +201,14 @@ def merge(parts: list[tuple[str, Path, Events]], cap: Capture, out: Events,
     kineto = bool(parts) and parts[0][0] == KinetoReader.name
     base = 0
     dropped = 0
-    for i, (_, _, ev) in enumerate(parts):
-        neuron_part = not (kineto and i == 0)
+    for fmt, _, ev in parts:
+        neuron_part = fmt != KinetoReader.name  # only the first part may be Kineto
+        fill = {S.INSTANCE_ID: pa.scalar(cap.instance, pa.string()),
+                **({S.PID: pa.scalar(cap.pid, pa.int64())} if neuron_part else {})}
         for b in ev.batches:
             if isinstance(b, Flows):  # a Kineto part's flow events, as they come
                 yield b
                 continue
-            fill = {S.INSTANCE_ID: pa.scalar(cap.instance, pa.string()),
-                    **({S.PID: pa.scalar(cap.pid, pa.int64())} if neuron_part else {})}
             b = conform(b, base, fill)  # base is 0 until the Kineto part is read
             if neuron_part and kineto:
                 keep = pc.not_equal(b.column(S.LAYER), S.FRAMEWORK)
