@@ -35,6 +35,7 @@ order of preference:
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,16 +130,15 @@ def place(device_start: int | None, executions: pl.DataFrame | None,
         return _by_windows(executions, host)
     if syncs is not None and syncs.height:
         # In integers: epoch-scale offsets lose up to 256 ns as float64 (Polars' median).
-        offsets = sorted(syncs.select(pl.col("host_ts") - pl.col("device_ts"))
-                         .to_series().to_list())
-        median = (offsets[(len(offsets) - 1) // 2] + offsets[len(offsets) // 2]) // 2
+        offsets = syncs.select(pl.col("host_ts") - pl.col("device_ts")).to_series().to_list()
+        median = (statistics.median_low(offsets) + statistics.median_high(offsets)) // 2
         bridge = {"bridge_ns": bridge_ns, "bridge": "Metadata.first_hw_timestamp / "
                   "ticks_per_nanosec (first_hw_timestamp assumed to count ticks)"
                   } if bridge_ns is not None else {
                   "bridge": "none: sync points' device time assumed on the device tables' "
                   "timeline (no Metadata.first_hw_timestamp)"}
         return Placement("timestamp_sync_point", offset=median + (bridge_ns or 0),
-                         uncertainty_ns=offsets[-1] - offsets[0],
+                         uncertainty_ns=max(offsets) - min(offsets),
                          details={"sync_points": syncs.height, **bridge})
     if host is not None and host.height:
         first = int(host.get_column("start").min())  # type: ignore[arg-type]

@@ -128,11 +128,8 @@ def show_schema(timeout: float) -> dict[str, object] | None:
 def pair_neff(ntff: Path) -> Path | None:
     """The NEFF an NTFF belongs to: alone in its folder (else in a ``neffs/`` folder in
     it or beside it), or the one there sharing its longest numeric id."""
-    neffs: list[Path] = []
-    for where in (ntff.parent, ntff.parent / NEFF_FOLDER, ntff.parent.parent / NEFF_FOLDER):
-        neffs = sorted(where.glob("*.neff"))
-        if neffs:
-            break
+    wheres = (ntff.parent, ntff.parent / NEFF_FOLDER, ntff.parent.parent / NEFF_FOLDER)
+    neffs = next((found for w in wheres if (found := sorted(w.glob("*.neff")))), [])
     if len(neffs) <= 1:
         return neffs[0] if neffs else None
     for num in N.numeric_ids(ntff.stem):
@@ -159,8 +156,7 @@ def _content(args: list[str]) -> str:
     they name the cache entry of a conversion (:func:`explorer_output`)."""
     from neurontrace.io.digest import content_digest
 
-    named = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-n", "-s", "-d")]
-    return " ".join(content_digest(Path(p)) for p in named)
+    return " ".join(content_digest(Path(p)) for p in args[1::2])  # after -n, -s or -d
 
 
 def explorer_timeout() -> float:
