@@ -14,7 +14,7 @@ import json
 import os
 import posixpath
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,11 +142,10 @@ def lock(dst: Path) -> Iterator[None]:
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
-        try:  # the holder before us may have removed the file: lock the current one
+        # the holder before us may have removed the file: lock the current one
+        with suppress(FileNotFoundError):
             if os.fstat(fd).st_ino == os.stat(path).st_ino:
                 break
-        except FileNotFoundError:
-            pass
         os.close(fd)
     try:
         yield

@@ -173,10 +173,8 @@ class _Workers(ProcessPoolExecutor):
     def kill(self) -> None:
         """End every worker process now (a job running is lost)."""
         for proc in list((self._processes or {}).values()):
-            try:
+            with suppress(OSError, ValueError):  # already gone, or closed
                 proc.kill()
-            except (OSError, ValueError):  # already gone, or closed
-                pass
 
 
 #: Workers started ahead (:func:`prestart`), by module, number and environment, not yet
