@@ -55,7 +55,7 @@ from neurontrace.readers.neuron.explorer_rows import device_rows
 
 #: Top-level keys of a device profile; a document with none of them is not one.
 DEVICE_KEYS = ("summary", "instruction", "dma", "instruction_usage")
-_DEVICE_HEAD = re.compile(rb'"(summary|instruction|dma|instruction_usage)"\s*:\s*\[')
+_DEVICE_HEAD = re.compile(rb'"(%b)"\s*:\s*\[' % "|".join(DEVICE_KEYS).encode())
 #: (low, high, unit, divisor): accepted ratios of instruction span to total_time.
 UNITS = ((0.5, 2.0, "ns", 1), (500.0, 2000.0, "ps", 1000))
 #: Per table: the fields read (as text; an instruction's ``timestamp_unit`` is a clue to

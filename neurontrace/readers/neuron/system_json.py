@@ -151,9 +151,8 @@ class LiveFetchReader:
 
     def _batches(self, path: Path, diag: Diagnostics, ev: Events) -> Iterator[pa.RecordBatch]:
         stream = ArrayStream(path, b"events")
-        records: list[dict[str, Any]] = []
-        for chunk in stream.decoded(_DICTS.decode):
-            records.extend(e for e in chunk.value or [] if isinstance(e, dict))
+        records = [e for chunk in stream.decoded(_DICTS.decode) for e in chunk.value or []
+                   if isinstance(e, dict)]
         yield N.to_batch(live_frame(records, path, diag))
         ev.trace = {"neuron": {"format": "live-fetch-json", **stream.outer}}
         ev.clock = {"base_time_ns": 0, "method": "none",
