@@ -61,11 +61,8 @@ from neurontrace.readers.neuron.system_json import LiveFetchReader, SystemJsonRe
 
 PROCESS_DIR = re.compile(r"^(?P<instance>.+)_pid_(?P<pid>\d+)$")
 #: Framework trace names, most preferred first.
-FRAMEWORK_NAMES = (
-    re.compile(r"^trace\.json(\.gz)?$"),
-    re.compile(r"^pytorch_trace\.json(\.gz)?$"),
-    re.compile(r"^neuron_framework_trace_rank_\d+\.json(\.gz)?$"),
-)
+FRAMEWORK_NAMES = tuple(re.compile(rf"^{stem}\.json(\.gz)?$")
+                        for stem in ("trace", "pytorch_trace", r"neuron_framework_trace_rank_\d+"))
 _JSON_READERS: tuple[Reader, ...] = (
     SystemJsonReader(), LiveFetchReader(), DeviceJsonReader(), SummaryJsonReader(),
 )
