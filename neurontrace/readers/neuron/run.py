@@ -240,8 +240,7 @@ def conform(b: pa.RecordBatch, shift: int, fill: dict[str, pa.Scalar]) -> pa.Rec
     cols = []
     for f in MERGED_SCHEMA:
         i = b.schema.get_field_index(f.name)
-        arr = b.column(i) if i >= 0 else pa.nulls(b.num_rows, f.type)
-        arr = arr.cast(f.type) if arr.type != f.type else arr
+        arr = (b.column(i) if i >= 0 else pa.nulls(b.num_rows, f.type)).cast(f.type)
         if f.name == S.START_NS and shift:
             arr = pc.subtract(arr, shift)
         if f.name in fill and arr.null_count:
