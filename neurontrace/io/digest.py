@@ -37,11 +37,9 @@ def content_digest(path: Path) -> str:
 
 
 def _feed(h: blake3, path: Path) -> None:
-    buf = bytearray(BLOCK)
-    view = memoryview(buf)
     with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            h.update(view[:n])
+        while block := f.read(BLOCK):
+            h.update(block)
 
 
 def background_digest(path: Path) -> Callable[[], Future[str]]:
