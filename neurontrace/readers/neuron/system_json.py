@@ -179,16 +179,17 @@ def live_frame(records: list[dict[str, Any]], path: Path, diag: Diagnostics) -> 
     cols[S.ARGS] = [N.json_text(r) for r in records]
     df = pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.String)).with_row_index("_i") \
         .with_columns(pl.col("nc", "t", "core").cast(pl.Int64, strict=False))
-    key = ["nc", "tracking_id"]
+    key = ["nc", "tracking_id"]  # a null key is a key too
     phase = pl.col("phase")
-    stops = df.filter(phase == "stop").unique(key, keep="first").select(
-        *key, _stop=pl.col("t"), _stop_i=pl.col("_i"), _stop_args=pl.col(S.ARGS))
-    started = df.filter(phase == "start").select(key).unique().with_columns(_started=True)
-    df = df.join(stops, on=key, how="left", nulls_equal=True) \
-        .join(started, on=key, how="left", nulls_equal=True).sort("_i")
+
+    def first_stop(col: str) -> pl.Expr:
+        """``col`` of the first stop record of the row's key."""
+        return pl.col(col).filter(phase == "stop").first().over(key)
+
+    df = df.with_columns(_stop=first_stop("t"), _stop_i=first_stop("_i"),
+                         _stop_args=first_stop(S.ARGS), _started=(phase == "start").any().over(key))
     start = (phase == "start").fill_null(False)
-    lone_stop = ((phase == "stop") & pl.col("_started").is_null()  # its key's first stop
-                 & (pl.col("_i") == pl.col("_stop_i")))
+    lone_stop = (phase == "stop") & ~pl.col("_started") & (pl.col("_i") == pl.col("_stop_i"))
     lone_start = df.filter(start & pl.col("_stop").is_null()).height
     lone_stops = df.filter(lone_stop).height
     if lone_start:
