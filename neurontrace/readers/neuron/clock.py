@@ -156,10 +156,9 @@ def _by_windows(executions: pl.DataFrame, host: pl.DataFrame) -> Placement:
     d_dur = (d.get_column("d_end") - d.get_column("d_start")).to_list()
     h_dur = (h.get_column("end") - h.get_column("start")).to_list()
     pairs = pair_by_duration(d_dur, h_dur)
-    method = "duration"
-    if not pairs:  # no duration agrees: in order, as far as both go
-        pairs = [(k, k) for k in range(min(d.height, h.height))]
-        method = "order"
+    method = "duration" if pairs else "order"
+    # No duration agrees: in order, as far as both go.
+    pairs = pairs or [(k, k) for k in range(min(d.height, h.height))]
     paired = pl.concat([d[[i for i, _ in pairs]], h[[j for _, j in pairs]]], how="horizontal")
     windows = paired.select(
         pl.col("d_start").cast(pl.Int64),
