@@ -328,8 +328,7 @@ class _Read:
                 df = df.with_columns(
                     pl.coalesce(pl.col("nc_idx").cast(pl.Int64, strict=False),
                                 pl.lit(nc_default, pl.Int64)).alias("_nc"),
-                    R.start_ns(df, self.diag, f"{shown(self.folder)}/{table}").alias(S.START_NS),
-                    R.duration().fill_null(0).clip(0).alias(S.DUR_NS),
+                    *R.times(df, self.diag, f"{shown(self.folder)}/{table}"),
                 )
                 for (nc,), part in df.group_by("_nc", maintain_order=True):
                     nc_i = None if nc is None else int(nc)  # type: ignore[call-overload]

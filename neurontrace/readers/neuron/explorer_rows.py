@@ -223,14 +223,16 @@ def with_defaults(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
     return df.with_columns(pl.lit(None).alias(c) for c in missing) if missing else df
 
 
-def start_ns(df: pl.DataFrame, diag: Diagnostics, where: str) -> pl.Expr:
-    """``start_ts`` as int64; a row without one (null, or a value :func:`conform` could
-    not read) is placed at time 0, with a warning, as the other readers do."""
+def times(df: pl.DataFrame, diag: Diagnostics, where: str) -> list[pl.Expr]:
+    """``start_ns`` (``start_ts`` as int64) and ``dur_ns`` (:func:`duration`, 0 when
+    unknown, never negative); a row without a start (null, or a value :func:`conform`
+    could not read) is placed at time 0, with a warning, as the other readers do."""
     missing = df.get_column("start_ts").null_count()
     if missing:
         diag.warn("bad_ts", f"{where}: {missing} row(s) have no usable start_ts; placed at "
                   "time 0", missing)
-    return pl.col("start_ts").cast(pl.Int64).fill_null(0)
+    return [pl.col("start_ts").cast(pl.Int64).fill_null(0).alias(S.START_NS),
+            duration().fill_null(0).clip(0).alias(S.DUR_NS)]
 
 
 def duration() -> pl.Expr:
@@ -307,8 +309,7 @@ def system_rows(df: pl.DataFrame, diag: Diagnostics, folder: Path) -> pl.DataFra
         name.alias(S.NAME),
         pl.when(duration().is_not_null()).then(pl.lit(S.SPAN))
         .otherwise(pl.lit(S.INSTANT)).alias(S.KIND),
-        start_ns(df, diag, f"{shown(folder)}/{SYSTEM}").alias(S.START_NS),
-        duration().fill_null(0).clip(0).alias(S.DUR_NS),
+        *times(df, diag, f"{shown(folder)}/{SYSTEM}"),
         pid.alias(S.PID), tid.alias(S.TID),
         pid_label.alias(S.PID_LABEL), tid_label.alias(S.TID_LABEL),
         nc.alias(S.DEVICE_COL),
