@@ -276,20 +276,12 @@ def _flow_hits(todo: pl.DataFrame, src: pl.DataFrame) -> pl.DataFrame:
     a model takes the earliest source of its first flow id that has one; a row of model M
     the source of model M, else of no model, of its first flow id that has one
     (same-model sources first)."""
-    order = src.sort("_gen", S.ROW)
-    any_model = order.group_by("_fid", maintain_order=True).agg(
-        pl.col("_flow_row").first(), pl.col("_model").first().alias("_via"))
-    bare = order.filter(pl.col("_model").is_null()).select(
-        "_fid", "_flow_row", pl.lit(None, _I64).alias("_via"))
-    by_model = order.filter(pl.col("_model").is_not_null()).select(
-        "_fid", "_model", "_flow_row", pl.col("_model").alias("_via"))
-    plain = todo.filter(pl.col("_model").is_null())
-    modelled = todo.filter(pl.col("_model").is_not_null())
-    cols = (S.ROW, "_i", "_flow_row", "_via")
-    found = pl.concat([
-        plain.join(any_model, on="_fid").select(*cols, _pref=pl.lit(0)),
-        modelled.join(by_model, on=["_fid", "_model"]).select(*cols, _pref=pl.lit(0)),
-        modelled.join(bare, on="_fid").select(*cols, _pref=pl.lit(1)),
-    ])
-    return (found.sort("_pref", "_i").group_by(S.ROW, maintain_order=True)
+    found = todo.join(src.select("_fid", "_flow_row", "_gen", _src=S.ROW, _via="_model"),
+                      on="_fid")
+    # a row without a model takes any source; one of model M its own model's (0), else
+    # one of no model (1), never another model's (null: dropped)
+    same = pl.col("_model").is_null() | (pl.col("_via") == pl.col("_model"))
+    pref = pl.when(same).then(0).when(pl.col("_via").is_null()).then(1)
+    return (found.with_columns(_pref=pref).drop_nulls("_pref")
+            .sort("_pref", "_i", "_gen", "_src").group_by(S.ROW, maintain_order=True)
             .agg(pl.col("_flow_row", "_via").first()))
