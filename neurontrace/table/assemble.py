@@ -17,6 +17,7 @@ from itertools import chain
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc
@@ -49,9 +50,13 @@ class Assembled:
         """Rows in schema order: the reader's columns from the spill, the rest derived."""
         base = int(self.events.clock.get("base_time_ns") or 0)
         offset = 0
+        ranges = self.derived.frames()
+        ahead = next(ranges)  # the derived rows from ``offset`` on, to the end of a range
         for raw in chain.from_iterable(map(read_batches, self.spills)):
             n = raw.num_rows
-            part = self.derived.slice(offset, n)
+            while ahead.height < n:
+                ahead = pl.concat([ahead, next(ranges)])
+            part, ahead = ahead.head(n), ahead.slice(n)
             offset += n
             names = raw.schema.names
             cols = []

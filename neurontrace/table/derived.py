@@ -5,6 +5,7 @@ flow ids; links), joined into the output's columns."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -36,50 +37,37 @@ class Ranges:
         self.names = names
         self.launch_steps = launch_steps.select(
             pl.col(S.ROW).alias(S.FRAMEWORK_ROW), pl.col(S.STEP).cast(pl.Int32).alias("_op_step"))
-        self._cached: tuple[int, pl.DataFrame] | None = None
 
-    def _range(self, k: int) -> pl.DataFrame:
-        if self._cached is not None and self._cached[0] == k:
-            return self._cached[1]
+    def frames(self) -> Iterator[pl.DataFrame]:
+        """The derived columns of each range in turn (of a trace without rows, one frame
+        without rows: the columns as the schema types them; the writer casts them)."""
+        if self.height == 0:
+            yield pl.DataFrame(S.SCHEMA.empty_table()).select(DERIVED)
         ranges, fids, linked = self.files
-        base = ranges.read(k)
-        assert base is not None
-        base = base.sort(S.ROW)
-        want = min(self.size, self.height - k * self.size)
-        assert base.height == want, f"range {k}: {base.height} rows, not {want}"
-        base = with_flows(base, fids.read(k))
-        links = linked.read(k)
-        for parts in self.files:  # read once, in order: let them go (memory, or files)
-            parts.remove(k)
-        if links is None:  # no row of the range to link (a join would copy the range)
-            base = base.with_columns(pl.lit(None, _I64).alias(S.FRAMEWORK_ROW),
-                                     pl.lit(None, pl.String).alias(S.LINK))
-            step = pl.col(S.STEP)
-        else:
-            base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
-                self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
-            launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
-            step = pl.when(launched).then("_op_step").otherwise(S.STEP)
-        frame = base.select(
-            self.names.gather(base.get_column("lane")).alias(S.TRACK), S.SELF_NS, S.PARENT,
-            S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
-            step.cast(pl.Int32).alias(S.STEP)).select(DERIVED)
-        self._cached = (k, frame)
-        return frame
-
-    def slice(self, offset: int, length: int) -> pl.DataFrame:
-        end = min(offset + length, self.height)
-        parts = []
-        for k in range(offset // self.size, -(-end // self.size)):
-            lo = max(offset, k * self.size) - k * self.size
-            hi = min(end, (k + 1) * self.size) - k * self.size
-            parts.append(self._range(k).slice(lo, hi - lo))
-        if parts:
-            return pl.concat(parts)
-        # no rows: the columns as the schema types them (the writer casts them anyway)
-        return pl.DataFrame(S.SCHEMA.empty_table()).select(DERIVED)
+        for k in range(-(-self.height // self.size)):
+            base = ranges.read(k)
+            assert base is not None
+            base = base.sort(S.ROW)
+            want = min(self.size, self.height - k * self.size)
+            assert base.height == want, f"range {k}: {base.height} rows, not {want}"
+            base = with_flows(base, fids.read(k))
+            links = linked.read(k)
+            for parts in self.files:  # read once, in order: let them go (memory, or files)
+                parts.remove(k)
+            if links is None:  # no row of the range to link (a join would copy the range)
+                base = base.with_columns(pl.lit(None, _I64).alias(S.FRAMEWORK_ROW),
+                                         pl.lit(None, pl.String).alias(S.LINK))
+                step = pl.col(S.STEP)
+            else:
+                base = base.join(links, on=S.ROW, how="left", maintain_order="left").join(
+                    self.launch_steps, on=S.FRAMEWORK_ROW, how="left", maintain_order="left")
+                launched = (pl.col(S.LAYER) == S.DEVICE) & pl.col(S.FRAMEWORK_ROW).is_not_null()
+                step = pl.when(launched).then("_op_step").otherwise(S.STEP)
+            yield base.select(
+                self.names.gather(base.get_column("lane")).alias(S.TRACK), S.SELF_NS, S.PARENT,
+                S.DEPTH, S.FLOW_IDS, S.FRAMEWORK_ROW, S.LINK,
+                step.cast(pl.Int32).alias(S.STEP)).select(DERIVED)
 
     def close(self) -> None:
-        self._cached = None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
