@@ -47,6 +47,12 @@ def _text(v: Any) -> str | None:
     return str(int(v)) if isinstance(v, float) and v.is_integer() else N.json_text(v)
 
 
+def _inner(e: dict[str, Any], outer: str, key: str) -> Any:
+    """``e[outer][key]`` where ``e[outer]`` is an object holding it, else None."""
+    d = e.get(outer)
+    return d.get(key) if isinstance(d, dict) else None
+
+
 class SystemJsonReader:
     name = "neuron-system-json"
     description = "Neuron legacy system profile JSON (system_profile.json, trace_event list)"
@@ -82,12 +88,8 @@ class SystemJsonReader:
 def system_frame(items: list[dict[str, Any]], path: Path, index: int,
                  diag: Diagnostics) -> pl.DataFrame:
     """One chunk of ``trace_event`` entries as event columns."""
-    def exec_id(e: dict[str, Any]) -> Any:
-        args = e.get("args")
-        return e.get("exec_id", args.get("exec_id") if isinstance(args, dict) else None)
-
     cols = {k: [_text(e.get(k)) for e in items] for k in (*_TEXTS, *_INTS)}
-    cols["exec_id"] = [_text(exec_id(e)) for e in items]
+    cols["exec_id"] = [_text(e.get("exec_id", _inner(e, "args", "exec_id"))) for e in items]
     # args: each item less the fields used, as JSON; null where nothing is left
     cols[S.ARGS] = [N.json_text({k: v for k, v in e.items() if k not in _SYSTEM_USED} or None)
                     for e in items]
@@ -170,12 +172,8 @@ def live_frame(records: list[dict[str, Any]], path: Path, diag: Diagnostics) -> 
     """Start and stop records paired by ``(nc_idx, tracking_id)`` into spans: a start and
     the first stop of its key make one span; a start without one, the first stop of a
     key without a start and any other record are instants."""
-    def data(r: dict[str, Any], key: str) -> Any:
-        d = r.get("data")
-        return d.get(key) if isinstance(d, dict) else None
-
     cols = {c: [_text(r.get(k)) for r in records] for c, k in _LIVE_FIELDS.items()}
-    cols |= {c: [_text(data(r, k)) for r in records] for c, k in _LIVE_DATA.items()}
+    cols |= {c: [_text(_inner(r, "data", k)) for r in records] for c, k in _LIVE_DATA.items()}
     cols[S.ARGS] = [N.json_text(r) for r in records]
     df = pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.String)).with_row_index("_i") \
         .with_columns(pl.col("nc", "t", "core").cast(pl.Int64, strict=False))
