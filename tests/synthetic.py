@@ -74,14 +74,15 @@ def table(*rows: dict[str, Any]) -> pl.LazyFrame:
         lane=pl.struct(S.RANK, S.TRACK).rank("dense"),
         start=S.START_NS,
         dur=S.DUR_NS,
+        covered=pl.lit(0, pl.Int64),  # none nested before
+        old=False,
     )
     df = df.with_columns(_classified(df))
-    tree = nest(spans).rename({"row": S.ROW})
+    tree = nest(spans)[0].select(S.ROW, S.PARENT, S.DEPTH, S.SELF_NS)
     given = df.select(S.ROW, *(pl.col(c).alias(f"_{c}") for c in (S.PARENT, S.DEPTH, S.SELF_NS)))
     df = (
         df.drop(S.PARENT, S.DEPTH, S.SELF_NS)
-        .join(tree.rename({"parent": S.PARENT, "depth": S.DEPTH, "self_ns": S.SELF_NS}),
-              on=S.ROW, how="left")
+        .join(tree, on=S.ROW, how="left")
         .join(given, on=S.ROW)
         .with_columns(pl.coalesce(f"_{c}", c).alias(c) for c in (S.PARENT, S.DEPTH, S.SELF_NS))
         .select(S.NAMES)

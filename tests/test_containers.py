@@ -1,4 +1,4 @@
-"""nesting.containers: torch's parent rule, vectorised, against torch's own stack loop."""
+"""nesting.nest's parents: torch's parent rule, vectorised, against torch's own stack loop."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurontrace.table.nesting import containers
+from neurontrace.table.nesting import nest
 
 
 def torch_parents(spans: list[tuple[int, int, int, int]]) -> dict[int, int | None]:
@@ -33,7 +33,8 @@ def torch_parents(spans: list[tuple[int, int, int, int]]) -> dict[int, int | Non
 
 def parents(spans: list[tuple[int, int, int, int]]) -> dict[int, int | None]:
     df = pl.DataFrame(spans, schema=["row", "lane", "start", "dur"], orient="row")
-    return dict(containers(df).iter_rows())
+    tree, _ = nest(df.with_columns(covered=pl.lit(0, pl.Int64), old=False))
+    return dict(tree.select("row", "parent").iter_rows())
 
 
 def test_a_partly_overlapping_span_is_nobodys_child() -> None:

@@ -58,7 +58,7 @@ def well_nested(draw: st.DrawFn) -> list[tuple[int, int, int, int]]:
 
 def run(spans: list[tuple[int, int, int, int]]) -> dict[int, tuple]:
     df = pl.DataFrame(spans, schema=["row", "lane", "start", "dur"], orient="row")
-    out = nest(df)
+    out, _ = nest(df.with_columns(covered=pl.lit(0, pl.Int64), old=False))  # none nested before
     cols = out.select("row", "parent", "depth", "self_ns")
     return {r: (p, d, s) for r, p, d, s in cols.iter_rows()}
 

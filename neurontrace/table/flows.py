@@ -10,7 +10,6 @@ from __future__ import annotations
 import polars as pl
 
 from neurontrace import schema as S
-from neurontrace.diagnostics import Diagnostics
 
 
 def with_flows(df: pl.DataFrame, computed: pl.DataFrame | None) -> pl.DataFrame:
@@ -73,19 +72,3 @@ def flow_id_lists(pairs: pl.DataFrame) -> pl.DataFrame:
     # sorted once, then grouped in order: a third of the time of a sort in every group
     return pairs.unique([S.ROW, "flow_id"]).sort(S.ROW, "flow_id").group_by(
         S.ROW, maintain_order=True).agg(pl.col("flow_id").alias(S.FLOW_IDS), pl.col("fw").first())
-
-
-def last_per_thread(spans: pl.LazyFrame) -> pl.DataFrame:
-    """The spans starting last on each thread (all of them where several tie)."""
-    latest = pl.col(S.START_NS) == pl.col(S.START_NS).max().over(S.PID, S.TID)
-    return spans.filter(latest).collect()
-
-
-def warn_unbound(diag: Diagnostics, missed: int) -> None:
-    if missed:
-        diag.warn(
-            "unbound_flow",
-            f"{missed} flow event(s) fall in no span on their thread; their link is "
-            "kept only where the other end binds",
-            missed,
-        )

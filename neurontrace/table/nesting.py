@@ -26,30 +26,29 @@ from neurontrace import containment
 _I64 = pl.Int64
 
 
-def nest(spans: pl.DataFrame) -> pl.DataFrame:
-    """Parent, depth and self time of spans.
+def nest(spans: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
+    """Parent, depth and self time of spans, some of which may have been nested before.
 
-    ``spans`` has columns ``row`` (unique), ``lane`` (track key), ``start``, ``dur``.
-    Returns ``row, parent, depth, self_ns`` for every input row.
+    ``spans`` has columns ``row`` (unique), ``lane`` (track key), ``start``, ``dur``,
+    ``covered`` (the time of the children counted so far: 0 for a span not nested
+    before), ``old`` (nested before: its time is counted in its parent's ``covered``
+    already) and any others. Returns ``spans`` in containment order (:func:`in_order`)
+    with ``parent`` (a row), ``depth`` (Int32, as the table types it) and ``self_ns``,
+    ``covered`` counting the children found here too; and the position there of each
+    span's parent (-1: none).
     """
-    if spans.height == 0:
-        return pl.DataFrame(
-            schema={"row": _I64, "parent": _I64, "depth": _I64, "self_ns": _I64}
-        )
-    s = in_order(spans.select(
-        pl.col("row").cast(_I64), "lane", pl.col("start").cast(_I64), pl.col("dur").cast(_I64)
-    ))
+    s = in_order(spans)
     parent = parents_in_order(s)
     dur = s.get_column("dur").to_numpy()
-    has_parent = parent >= 0
-    covered = np.zeros(len(dur), np.int64)
-    np.add.at(covered, parent[has_parent], dur[has_parent])  # exact int64 sums
-    return s.select(
-        "row",
+    covered = s.get_column("covered").to_numpy().copy()
+    child = (parent >= 0) & ~s.get_column("old").to_numpy()  # old children: counted
+    np.add.at(covered, parent[child], dur[child])  # exact int64 sums
+    return s.with_columns(
         at_positions(s.get_column("row"), parent).alias("parent"),
-        pl.Series("depth", depths(parent)),
-        pl.Series("self_ns", np.maximum(dur - covered, 0)),
-    )
+        pl.Series("depth", depths(parent), pl.Int32),
+        pl.Series("self_ns", np.maximum(dur - covered, 0), _I64),
+        pl.Series("covered", covered, _I64),
+    ), parent
 
 
 def depths(parent: np.ndarray) -> np.ndarray:
@@ -64,24 +63,6 @@ def depths(parent: np.ndarray) -> np.ndarray:
         jump[live] = jump[to]
         live = live[jump[live] >= 0]
     return hops
-
-
-def containers(spans: pl.DataFrame) -> pl.DataFrame:
-    """The parent of each span under ``torch.profiler``'s rule, which tolerates overlaps.
-
-    ``spans`` has columns ``row`` (unique), ``lane``, ``start``, ``dur``; returns ``row,
-    parent``. Spans are ordered by start, longer first, then ``row``; the parent of a
-    span is the *last* span before it in that order, on its lane, that contains it
-    (``start < p_end`` and ``end <= p_end``). A span that only partly overlaps another
-    is not its child (``EventList._populate_cpu_children`` pops it)::
-
-        |------ A ------|
-             |------ B ------|        B partly overlaps A: parent(B) = none
-               |- C -|                parent(C) = B (the last that contains it)
-
-    Computed by :func:`neurontrace.containment.containers` (pointer jumping).
-    """
-    return nest(spans).select("row", "parent")
 
 
 def in_order(spans: pl.DataFrame) -> pl.DataFrame:

@@ -47,15 +47,9 @@ from neurontrace import schema as S
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.readers.base import Events
 from neurontrace.table.derived import Ranges
-from neurontrace.table.flows import (
-    flow_id_lists,
-    flow_pairs,
-    last_per_thread,
-    warn_unbound,
-    with_flows,
-)
+from neurontrace.table.flows import flow_id_lists, flow_pairs, with_flows
 from neurontrace.table.linking import COLUMNS, links
-from neurontrace.table.nesting import at_positions, depths, in_order, nearest, parents_in_order
+from neurontrace.table.nesting import at_positions, nearest, nest
 from neurontrace.table.spill import Parts, SpilledFrames, complete, memory_rows, rows_setting
 
 #: Rows per bucket (and per row range) of a trace past :func:`memory_rows`, unless
@@ -153,21 +147,15 @@ class _Sweep:
         self.lanes = lanes.select(*self.keys, "lane")
         self.names = lane_names(lanes.sort("lane"), self.ev)
         self.step_spans = pl.concat(spans_of_steps)
-        sample = np.sort(np.concatenate(samples)) if samples else np.zeros(0, np.int64)
-        n = -(-rows // self.size)
-        if n <= 1 or len(sample) == 0:
-            self.bounds = np.zeros(0, np.int64)
-        else:  # equal starts share a bucket: bucket i holds bounds[i-1] <= start < bounds[i]
-            self.bounds = np.unique(sample[np.arange(1, n) * len(sample) // n])
+        sample = np.sort(np.concatenate(samples))
+        n = max(1, -(-rows // self.size))  # buckets
+        # equal starts share a bucket: bucket i holds bounds[i-1] <= start < bounds[i]
+        self.bounds = np.unique(sample[np.arange(1, n) * len(sample) // n])
 
     def _frames(self) -> Iterator[pl.DataFrame]:
-        """The narrow frames with every column the derivations read."""
-        empty = True
-        for f in self.narrow.frames():
-            empty = False
-            yield complete(f)
-        if empty:
-            yield complete(_EMPTY)
+        """The narrow frames with every column the derivations read (of a trace without
+        rows: one frame without rows)."""
+        return map(complete, self.narrow.frames() if self.narrow.rows else [_EMPTY])
 
     def _bucket(self, start: pl.Series) -> np.ndarray | None:
         """The bucket of each start time (None: one bucket)."""
@@ -236,38 +224,34 @@ class _Sweep:
                 self._emit(self.pairs, pairs.lazy().join(
                     spans.select(S.ROW, "fw"), on=S.ROW, how="left").collect())
                 missed += m
-            last = last_per_thread(spans)
+            # the spans starting last on each thread (all of them where several tie)
+            last = spans.filter(pl.col(S.START_NS) == pl.col(S.START_NS).max().over(
+                S.PID, S.TID)).collect()
             self.flows.remove(b)
             if not self.has_links:  # else read again for the framework rows linked
                 self.buckets.remove(b)
-        warn_unbound(self.diag, missed)
+        if missed:
+            self.diag.warn(
+                "unbound_flow",
+                f"{missed} flow event(s) fall in no span on their thread; their link is "
+                "kept only where the other end binds",
+                missed,
+            )
 
     def _nest(self, df: pl.DataFrame, carried: pl.DataFrame, nxt: int | None) -> pl.DataFrame:
         """Nest this bucket's spans under the carried ones; write the rows now final
         (spans that close before the next bucket, and every non-span); return the spans
         still open."""
         given = [S.FLOW_IDS] if self.given_flows else []
-        s = in_order(pl.concat([carried, df.filter("span").select(
+        s, parent = nest(pl.concat([carried, df.filter("span").select(
             row=S.ROW, lane="lane", start=S.START_NS, dur=S.DUR_NS, step=S.STEP, fw="fw",
             external_id=S.EXTERNAL_ID, covered=pl.lit(0, _I64), old=pl.lit(False),
             **{c: c for c in given})]))
-        old = s.get_column("old").to_numpy()
-        covered = s.get_column("covered").to_numpy().copy()
-        parent = parents_in_order(s)
-        dur = s.get_column("dur").to_numpy()
-        end = s.get_column("start").to_numpy() + dur
-        child = (parent >= 0) & ~old  # old children: counted
-        np.add.at(covered, parent[child], dur[child])  # exact int64 sums
-        out = s.select(
-            "row", "lane",
-            at_positions(s.get_column("row"), parent).alias(S.PARENT),
-            pl.Series(S.DEPTH, depths(parent)).cast(pl.Int32),
-            pl.Series(S.SELF_NS, np.maximum(dur - covered, 0), _I64),
-            S.STEP, *given,
-        )
+        out = s.select("row", "lane", S.PARENT, S.DEPTH, S.SELF_NS, S.STEP, *given)
         if self.has_links:
-            self._keep_for_links(df, s, parent, old)
-        keep = end > nxt if nxt is not None else np.zeros(len(dur), bool)
+            self._keep_for_links(df, s, parent)
+        end = s.get_column("start").to_numpy() + s.get_column("dur").to_numpy()
+        keep = end > nxt if nxt is not None else np.zeros(len(end), bool)
         self._emit(self.ranges, out.filter(~keep) if keep.any() else out)
         others = df.filter(~pl.col("span")).select(
             S.ROW, "lane", pl.lit(None, _I64).alias(S.PARENT),
@@ -276,7 +260,7 @@ class _Sweep:
         self._emit(self.ranges, others)
         if not keep.any():
             return carried.clear()
-        return s.with_columns(covered=covered, old=True).filter(keep)
+        return s.select(carried.columns).with_columns(old=True).filter(keep)
 
     def _emit(self, files: Parts, out: pl.DataFrame) -> None:
         """Append ``out``'s rows to ``files``, each to the file of its row range."""
@@ -284,18 +268,17 @@ class _Sweep:
             files.spread(out, None if self._ranges() == 1 else
                          out.get_column(S.ROW).to_numpy() // self.range_size)
 
-    def _keep_for_links(self, df: pl.DataFrame, s: pl.DataFrame, parent: np.ndarray,
-                        old: np.ndarray) -> None:
+    def _keep_for_links(self, df: pl.DataFrame, s: pl.DataFrame, parent: np.ndarray) -> None:
         """Runtime and device rows, with their nearest framework ancestor (its row and
         External id), for :mod:`neurontrace.table.linking` at the end."""
         fw = s.get_column("fw").to_numpy()
         up = nearest(parent, fw)
-        nest = pl.DataFrame({
+        ancestors = pl.DataFrame({
             S.ROW: s.get_column("row"),
             "_nest_row": at_positions(s.get_column("row"), up),
             "_nest_ext": at_positions(s.get_column(S.EXTERNAL_ID), up),
-        }).filter(pl.Series(~fw & ~old))
-        mine = df.filter(~pl.col("fw")).join(nest, on=S.ROW, how="left")
+        }).filter(pl.Series(~fw & ~s.get_column("old").to_numpy()))
+        mine = df.filter(~pl.col("fw")).join(ancestors, on=S.ROW, how="left")
         self._emit(self.links, mine.select(c for c in COLUMNS if c in mine.columns))
 
     # -- links, at the end -------------------------------------------------------------
