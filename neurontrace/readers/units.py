@@ -74,14 +74,9 @@ def decimal_text_to_ns(texts: Iterable[str | None], scale: int = 1000
     value at a time (:func:`_slow`): only what :func:`_fast_ns` refuses comes here, and
     per value it is as quick as a vectorised parse of decimal text in Polars was.
     """
-    values: list[int | None] = []
-    rounded: list[int] = []
-    for i, text in enumerate(texts):
-        v, exact = _slow(text, scale) if text is not None else (None, True)
-        values.append(v)
-        if not exact:
-            rounded.append(i)
-    return pa.array(values, pa.int64()), rounded
+    parsed = [_slow(text, scale) if text is not None else (None, True) for text in texts]
+    rounded = [i for i, (_, exact) in enumerate(parsed) if not exact]
+    return pa.array([v for v, _ in parsed], pa.int64()), rounded
 
 
 #: A decimal number as JSON (and Kineto) writes it, quotes and spaces stripped; ASCII
@@ -122,22 +117,19 @@ def _slow(text: str, scale: int) -> tuple[int | None, bool]:
         return None, True
     if point < 0:  # under 0.1 ns
         return 0, False
-    integer = significant[:point].ljust(point, "0")
-    rest = significant[point:]
-    v = int(integer) if integer else 0
-    if rest:  # round half to even
-        if rest[0] > "5" or (rest[0] == "5" and rest[1:].strip("0")):
-            v += 1
-        elif rest[0] == "5":
-            v += v & 1
+    v = int(significant[:point].ljust(point, "0") or "0")
+    rest = significant[point:].rstrip("0")  # the digits under 1 ns that count
+    if rest > "5":  # round half to even (digits compare as text: "51" > "5" > "49")
+        v += 1
+    elif rest == "5":
+        v += v & 1
     if sign == "-":
         v = -v
     if abs(v) > I64_MAX:
         return None, True
-    return v, not rest.strip("0")
+    return v, not rest
 
 
 def us_text_to_ns(text: str) -> int | None:
     """One value; the reference the vectorised path is tested against."""
-    v, _ = _slow(text, 1000)
-    return v
+    return _slow(text, 1000)[0]
