@@ -35,9 +35,7 @@ def token_limit() -> int:
     """The most bytes one element of the array, the text before it or the text after it
     may take: ``$NEURONTRACE_MAX_TOKEN_BYTES``, else 256 MiB. Bounds the memory a single
     value (or a gzip bomb of spaces) can make a read hold."""
-    given = os.environ.get(TOKEN_LIMIT_ENV, "").strip()
-    if not given:
-        return DEFAULT_TOKEN_LIMIT
+    given = os.environ.get(TOKEN_LIMIT_ENV, "").strip() or str(DEFAULT_TOKEN_LIMIT)
     if not given.isdigit() or int(given) < 1:
         raise BadInput(f"{TOKEN_LIMIT_ENV}={given!r} is not a positive number of bytes")
     return int(given)
@@ -54,10 +52,8 @@ def encoding_of(first: bytes) -> str | None:
         return "utf-32"
     if first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return "utf-16"
-    if len(first) < 4:
-        return None
     zeros = "".join("0" if b == 0 else "x" for b in first[:4])  # "x000": a byte, then three zeros
-    if zeros.startswith("0x"):
+    if len(first) >= 4 and zeros.startswith("0x"):
         return "utf-16-be"
     return {"x000": "utf-32-le", "000x": "utf-32-be", "x0x0": "utf-16-le"}.get(zeros)
 

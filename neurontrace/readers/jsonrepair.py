@@ -118,8 +118,7 @@ def repair(data: bytes) -> tuple[bytes, Repairs]:
         if tok in _LITERALS or tok[:1].isdigit() or (tok[:1] == b"-" and tok[1:2].isdigit()):
             return tok  # a literal or a number
         rep.bare_words += 1
-        if not rep.first_bare_word:
-            rep.first_bare_word = tok
+        rep.first_bare_word = rep.first_bare_word or tok
         return b'"' + tok + b'"'
 
     return _TOKEN.sub(fix, data), rep
