@@ -64,13 +64,6 @@ T = TypeVar("T")
 # -- decoding the array in chunks --------------------------------------------------------
 
 
-def too_long(path: Path, what: str, at: int, limit: int) -> BadInput:
-    return BadInput(
-        f"{path}: {what} at byte {at} is longer than {limit:,} bytes, the limit on one "
-        f"value (set {TOKEN_LIMIT_ENV} to raise it)"
-    )
-
-
 @dataclass
 class Decoded(Generic[T]):
     value: T | None
@@ -151,7 +144,10 @@ class ArrayStream:
         geometrically, so growing one to any size copies it a bounded number of times.
         Refuses a buffer already past the limit (``what`` at byte ``at`` names it)."""
         if len(buf) > self.limit:
-            raise too_long(self.path, what, at, self.limit)
+            raise BadInput(
+                f"{self.path}: {what} at byte {at} is longer than {self.limit:,} bytes, the "
+                f"limit on one value (set {TOKEN_LIMIT_ENV} to raise it)"
+            )
         parts = [buf]
         got = 0
         want = min(max(self.block, len(buf)), self.limit + 1 - len(buf))
@@ -341,10 +337,8 @@ class ArrayStream:
         """``rest`` and everything after it in the file (the text after the array, at
         byte ``at``), at most :func:`token_limit` bytes of it."""
         what = f"the text after the {self.key.decode()} array"
-        while not self._eof:
+        while not self._eof or len(rest) > self.limit:  # past the limit: _more refuses it
             rest = self._more(rest, what, at)
-        if len(rest) > self.limit:
-            raise too_long(self.path, what, at, self.limit)
         return rest
 
     def position(self) -> int:
