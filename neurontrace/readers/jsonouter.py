@@ -80,8 +80,7 @@ def outer_fields(path: Path, key: bytes, head: bytes, tail: bytes, tail_offset: 
             gc.enable()
     if not isinstance(outer, dict):
         raise BadInput(f"{path}: top level is not a JSON object")
-    if outer.get(key.decode()) != _PLACEHOLDER:
+    if outer.pop(key.decode(), None) != _PLACEHOLDER:
         raise BadInput(f'{path}: more than one top-level "{key.decode()}" member')
-    outer.pop(key.decode())
     return outer
 
