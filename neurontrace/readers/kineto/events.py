@@ -88,11 +88,8 @@ def lenient(chunk: Decoded[Any], path: Path, diag: Diagnostics) -> list[Event]:
     except RecursionError:
         raise BadInput(f"{path}: the events after byte {chunk.offset} are nested too "
                        "deeply to decode") from None
-    out = []
-    for k, raw in enumerate(items):
-        where = f"{path}: event #{k} after byte {chunk.offset}"
-        out.append(_one(bytes(raw), where, diag))
-    return out
+    return [_one(bytes(raw), f"{path}: event #{k} after byte {chunk.offset}", diag)
+            for k, raw in enumerate(items)]
 
 
 def _one(raw: bytes, where: str, diag: Diagnostics) -> Event:
@@ -161,13 +158,12 @@ def _string(raw: bytes, where: str, diag: Diagnostics) -> str:
 def _value(raw: bytes, where: str, diag: Diagnostics) -> Any:
     """A field's value; its JSON text where it has no Python value (a number too large
     for a float, nesting too deep)."""
-    if raw[:1] == b'"':
-        return _string(raw, where, diag)
-    try:
-        return ANY_JSON.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        diag.warn("non_string", f"{where}: a value {raw[:40]!r} kept as its JSON text")
-        return raw.decode("utf-8", errors="replace")
+    if raw[:1] != b'"':
+        try:
+            return ANY_JSON.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            diag.warn("non_string", f"{where}: a value {raw[:40]!r} kept as its JSON text")
+    return _shown(raw, where, diag)
 
 
 def _shown(raw: bytes, where: str, diag: Diagnostics) -> str:
@@ -181,12 +177,11 @@ def _id(key: str, raw: bytes, where: str, diag: Diagnostics) -> int | str | None
     try:
         return _ID.decode(raw)
     except msgspec.ValidationError:
-        pass
+        shown = raw.decode("utf-8", errors="replace")
+        diag.warn("bad_id", f"{where}: {key} {shown[:40]} is not a number or string; as text")
+        return shown
     except msgspec.DecodeError:
         return _shown(raw, where, diag)
-    shown = raw.decode("utf-8", errors="replace")
-    diag.warn("bad_id", f"{where}: {key} {shown[:40]} is not a number or string; as text")
-    return shown
 
 
 def _merged(args: bytes | None, extra: dict[str, bytes]) -> bytes:
