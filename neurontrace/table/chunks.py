@@ -149,12 +149,9 @@ def read(reader: Divisible, path: Path, chunks: list[Chunk], diag: Diagnostics,
     thread = threading.Thread(target=others, name="neurontrace-chunks", daemon=True)
     thread.start()
     try:
-        while True:  # this process takes chunks too, from chunk 0 on
-            try:
-                job = todo.get_nowait()
-            except queue.Empty:
-                break
-            keep(read_chunk(job, _shared(progress, finished), here=True))
+        with contextlib.suppress(queue.Empty):  # till none is left
+            while True:  # this process takes chunks too, from chunk 0 on
+                keep(read_chunk(todo.get_nowait(), _shared(progress, finished), here=True))
     except BaseException:
         _drain(todo)
         thread.join()

@@ -19,6 +19,7 @@ of events) stops with one line instead of filling the disk.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import sys
@@ -193,10 +194,7 @@ class SpilledFrames:
     def frames(self) -> Iterator[pl.DataFrame]:
         """The rows a batch at a time, in order."""
         for p in self.pieces:
-            if isinstance(p, pl.DataFrame):
-                yield p
-                continue
-            yield from map(frame, read_batches(p))
+            yield from [p] if isinstance(p, pl.DataFrame) else map(frame, read_batches(p))
 
     def discard(self) -> None:
         self._held = []
@@ -358,15 +356,12 @@ def spill_all(batches: Iterable[Batch], path: Path, limit: int | None = None
         done.close()
         return narrow.finish(), flows.finish()
     except BaseException:
-        try:
+        with contextlib.ExitStack() as undo:  # last in, first run: each even if one fails
+            undo.callback(flows.discard)
+            undo.callback(narrow.discard)
+            undo.callback(path.unlink, missing_ok=True)
             if out is not None:
-                out.close()
-        finally:
-            path.unlink(missing_ok=True)
-            try:
-                narrow.discard()
-            finally:
-                flows.discard()
+                undo.callback(out.close)
         raise
 
 
