@@ -151,13 +151,11 @@ def _ids(values: list[Any], what: str, path: Path, diag: Diagnostics) -> tuple[p
         return pa.array(nums, pa.int64()), pa.array(labels, pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         pass
-    wide = 0
-    for i, v in enumerate(nums):  # integers beyond 64 bits: kept as text
-        if v is not None and not I64_MIN <= v <= I64_MAX:
-            nums[i] = None
-            labels[i] = str(v)
-            wide += 1
-    diag.warn("wide_integer", f"{path}: {wide} {what} value(s) exceed 64 bits; kept as text")
+    wide = [i for i, v in enumerate(nums) if v is not None and not I64_MIN <= v <= I64_MAX]
+    for i in wide:  # integers beyond 64 bits: kept as text
+        labels[i] = str(nums[i])
+        nums[i] = None
+    diag.warn("wide_integer", f"{path}: {len(wide)} {what} value(s) exceed 64 bits; kept as text")
     return pa.array(nums, pa.int64()), pa.array(labels, pa.string())
 
 
