@@ -80,8 +80,8 @@ def decimal_text_to_ns(texts: Iterable[str | None], scale: int = 1000
 
 
 #: A decimal number as JSON (and Kineto) writes it, quotes and spaces stripped; ASCII
-#: digits only.
-_DECIMAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?")
+#: digits only, at least one of them before the exponent (not "", "." or "e5").
+_DECIMAL = re.compile(r"([+-]?)(?=\.?[0-9])([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?")
 #: Exponent digits past which the exponent alone puts any value out of range (or at 0):
 #: no text that fits in memory has this many digits to make up for it.
 _EXPONENT_DIGITS = 15
@@ -102,8 +102,6 @@ def _slow(text: str, scale: int) -> tuple[int | None, bool]:
         return None, True
     sign, whole, frac, exp_sign, exp = m.groups()
     digits = whole + (frac or "")
-    if not digits:
-        return None, True  # "", ".", "e5"
     point = len(whole) + len(str(scale)) - 1  # digits before the point, in nanoseconds
     if exp:
         exp = exp.lstrip("0")
