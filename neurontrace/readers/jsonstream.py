@@ -222,12 +222,10 @@ class ArrayStream:
         """After a top-level string ending at ``j``: (offset of the '[' of its value
         when it is a key whose value is an array, else -1; the buffer, read further
         as needed). A key whose value is not an array is refused."""
-        m = _AFTER_KEY.match(buf, j)
-        while m is None:
+        while (m := _AFTER_KEY.match(buf, j)) is None:
             if self._eof:
                 raise BadInput(f"{self.path}: truncated: the file ends at byte {len(buf)}")
             buf = self._more(buf, "the text before the array", 0)
-            m = _AFTER_KEY.match(buf, j)
         if not m.group(1):
             return -1, buf  # a string value, not a key
         if m.group(2) != b"[":
@@ -283,10 +281,8 @@ class ArrayStream:
         it decodes; where it does not (the cut fell inside a string or nested value, or
         after the array's end, or the text holds a quirk to repair), the last element
         boundary the lexer finds."""
-        cut = next_cut(buf)
-        while cut is None and not self._eof:
+        while (cut := next_cut(buf)) is None and not self._eof:
             buf = self._more(buf, *self._element(buf, offset))
-            cut = next_cut(buf)
         if cut is not None:
             with suppress(_Unsure):
                 return buf, decode_chunk(self.path, decode, memoryview(buf)[:cut[0]], offset,
