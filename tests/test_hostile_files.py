@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
@@ -651,6 +652,65 @@ def test_a_spill_limit_that_is_not_a_size_is_one_line_exit_2(work: Path) -> None
     refused(invoke("convert", work / "in" / "t.json", work / "o.parquet",
                    env={"NEURONTRACE_SPILL_LIMIT": "lots"}), "NEURONTRACE_SPILL_LIMIT=lots")
     assert tree(work) == before
+
+
+#: "²" is a digit to ``str.isdigit`` that ``int`` refuses; "٤" (Arabic-Indic four) a
+#: decimal digit ``int`` reads.
+SUPERSCRIPT_TWO, ARABIC_FOUR = "\u00b2", "\u0664"
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("NEURONTRACE_SPILL_LIMIT", "not a size in bytes"),
+    ("NEURONTRACE_MAX_TOKEN_BYTES", "is not a positive number of bytes"),
+])
+def test_a_size_setting_of_a_superscript_digit_is_one_line_exit_2(
+        work: Path, name: str, needle: str) -> None:
+    before = tree(work)
+    refused(invoke("convert", work / "in" / "t.json", work / "o.parquet",
+                   env={name: SUPERSCRIPT_TWO}), name, needle)
+    assert tree(work) == before
+
+
+@pytest.mark.parametrize("name", ["NEURONTRACE_MEMORY_ROWS", "NEURONTRACE_BUCKET_ROWS"])
+def test_a_row_setting_of_a_superscript_digit_is_the_default(work: Path, name: str) -> None:
+    r = invoke("convert", work / "in" / "t.json", work / "o.parquet",
+               env={name: SUPERSCRIPT_TWO})
+    assert r.exit_code == 0, r.output
+    assert rows(work / "o.parquet") == EVENTS
+
+
+def test_a_worker_count_of_a_superscript_digit_is_the_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NEURONTRACE_READ_WORKERS", raising=False)
+    default = splitting.workers()
+    monkeypatch.setenv("NEURONTRACE_READ_WORKERS", SUPERSCRIPT_TWO)
+    assert splitting.workers() == default
+    monkeypatch.setenv("NEURONTRACE_READ_WORKERS", ARABIC_FOUR)  # int() reads it: 4
+    assert splitting.workers() == 4
+
+
+def test_a_launcher_rank_of_a_superscript_digit_is_not_a_rank(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from neurontrace.capture import session
+    for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RANK", SUPERSCRIPT_TWO)
+    monkeypatch.setenv("WORLD_SIZE", SUPERSCRIPT_TWO)
+    assert (session.rank(), session.world_size()) == (0, 1)
+
+
+def test_an_explorer_schema_version_of_a_superscript_digit_is_warned_not_a_crash(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "explorer"
+    shutil.copytree(KINETO.parent / "neuron" / "explorer_required_only", folder)
+    meta = pq.read_table(folder / "Metadata.parquet")
+    i = meta.schema.get_field_index("profile_schema_version")
+    meta = meta.set_column(i, "profile_schema_version",
+                           pa.array([SUPERSCRIPT_TWO + ".4.0"] * meta.num_rows))
+    pq.write_table(meta, folder / "Metadata.parquet")
+    r = invoke("convert", "-v", folder, tmp_path / "o.parquet")
+    assert r.exit_code == 0, r.output
+    assert f"profile schema version {SUPERSCRIPT_TWO}.4.0" in r.output
 
 
 # -- class 8: the external converter's cache ---------------------------------------------

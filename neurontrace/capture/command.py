@@ -73,7 +73,7 @@ def run(command: list[str], *, device: str = "auto", out: Path | None = None,
         except OSError as e:
             raise BadInput(f"{command[0]}: cannot run it ({e.strerror or e})") from None
         ranks = sorted((p.parent.name for p in staging.glob(f"rank*/{manifest.NAME}")
-                        if p.parent.name.removeprefix("rank").isdigit()),
+                        if p.parent.name.removeprefix("rank").isdecimal()),
                        key=lambda r: int(r.removeprefix("rank")))
         manifest.write(staging, {
             **record,

@@ -114,14 +114,14 @@ def rank() -> int:
     """This process's rank as the launcher (``torchrun``, ``mpirun``, Slurm) gives it."""
     for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
         value = os.environ.get(var)
-        if value is not None and value.strip().isdigit():
+        if value is not None and value.strip().isdecimal():
             return int(value)
     return 0
 
 
 def world_size() -> int:
     value = os.environ.get("WORLD_SIZE", "1")
-    return int(value) if value.isdigit() else 1
+    return int(value) if value.isdecimal() else 1
 
 
 @contextmanager

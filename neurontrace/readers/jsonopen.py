@@ -36,7 +36,7 @@ def token_limit() -> int:
     may take: ``$NEURONTRACE_MAX_TOKEN_BYTES``, else 256 MiB. Bounds the memory a single
     value (or a gzip bomb of spaces) can make a read hold."""
     given = os.environ.get(TOKEN_LIMIT_ENV, "").strip() or str(DEFAULT_TOKEN_LIMIT)
-    if not given.isdigit() or int(given) < 1:
+    if not given.isdecimal() or int(given) < 1:
         raise BadInput(f"{TOKEN_LIMIT_ENV}={given!r} is not a positive number of bytes")
     return int(given)
 

@@ -84,7 +84,7 @@ def spill_limit(folder: Path) -> tuple[int, str]:
         text = given.upper().removesuffix("B").removesuffix("I")
         unit = text[-1:] if text[-1:] in _UNITS else ""
         number = text[: len(text) - len(unit)].strip()
-        if not number.isdigit():
+        if not number.isdecimal():
             raise BadInput(f"{SPILL_LIMIT}={given}: not a size in bytes (e.g. 500G)")
         return int(number) * _UNITS[unit], f"{SPILL_LIMIT}={given}"
     free = free_bytes(folder)
@@ -134,7 +134,7 @@ def memory_rows() -> int:
 def rows_setting(name: str, default: int) -> int:
     """The environment variable ``name`` when it is a count of rows, else ``default``."""
     given = os.environ.get(name, "").strip()
-    return int(given) if given.isdigit() and int(given) > 0 else default
+    return int(given) if given.isdecimal() and int(given) > 0 else default
 
 
 @dataclass

@@ -37,7 +37,7 @@ def workers() -> int:
     if not executors.may_start_processes():
         return 1
     given = os.environ.get(READ_WORKERS, "").strip()
-    if given.isdigit() and int(given) > 0:
+    if given.isdecimal() and int(given) > 0:
         return int(given)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return min(cpus or 1, DEFAULT_MAX)  # os.cpu_count: not Linux

@@ -140,7 +140,7 @@ def schema_version(meta: list[dict[str, Any]] | None, folder: Path,
                   f"{shown(folder)}: no Metadata.profile_schema_version; read as the known layout")
         return None
     major = version.split(".", 1)[0].strip()
-    if (not major.isdigit() or int(major) not in KNOWN_MAJORS) and major not in majors:
+    if (not major.isdecimal() or int(major) not in KNOWN_MAJORS) and major not in majors:
         majors.add(major)
         diag.warn("explorer_schema_version",
                   f"{shown(folder)}: profile schema version {version} (major {major}) is not one "
