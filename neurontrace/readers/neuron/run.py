@@ -175,12 +175,14 @@ def read_capture(cap: Capture, cache: Path, diag: Diagnostics,
         parts.append((KinetoReader.name, cap.framework,
                       KinetoReader().read(cap.framework, diag, progress)))
     # Without converted outputs: the session folder (system and device profiles), else each
-    # NTFF with its NEFF, every one paired before any is converted.
-    raws = [cap.folder] if cap.system_trace is not None else [t for t, _ in cap.pairs]
+    # NTFF with its NEFF, every one paired (view_args) before any is converted.
     if any(r.name in (ExplorerReader.name, SystemJsonReader.name, DeviceJsonReader.name)
            for r, _ in cap.converted):
         raws = []
-    converted = [explorer_output(args, c, cache) for c, args in [(c, view_args(c)) for c in raws]]
+    else:
+        raws = [cap.folder] if cap.system_trace is not None else [t for t, _ in cap.pairs]
+    paired = [(c, view_args(c)) for c in raws]
+    converted = [explorer_output(args, c, cache) for c, args in paired]
     parts += [(reader.name, path, reader.read(path, diag, None)) for reader, path in cap.converted]
     parts += [(ExplorerReader.name, folder, read_folder(folder, schema, diag, None))
               for folder, schema in converted]  # with the schema, as a raw file's expand reads it
