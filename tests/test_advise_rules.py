@@ -138,6 +138,54 @@ def test_known_patterns_are_found_inside_longer_chains() -> None:
     assert fusion_rule.base_name("aten::_to_copy") == "_to_copy"
 
 
+def _chains_by_hand(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The definition of ``fusion.chains``, one member at a time: runs of consecutive
+    fusable members on one (rank, lane, step), of two or more, with idle time between
+    them, grouped by op sequence in order of first occurrence."""
+    runs: list[list[tuple[Any, ...]]] = []
+    for i, m in enumerate(rows):
+        prev = rows[i - 1] if i else None
+        if not fusion_rule.fusable(m[6]):
+            continue
+        if prev is not None and fusion_rule.fusable(prev[6]) and prev[1:3] == m[1:3] \
+                and prev[7] == m[7]:
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+    found: dict[tuple[str, ...], list[Any]] = {}
+    for run in runs:
+        idle = sum(max(b[3] - a[4], 0) for a, b in zip(run, run[1:], strict=False))
+        if len(run) < 2 or idle <= 0:
+            continue
+        c = found.setdefault(tuple(m[6] for m in run), [[], [], set(), set(), [m[0] for m in run]])
+        c[0].append([m[5] for m in run])
+        c[1].append(idle)
+        c[2].add((run[0][1], run[0][7]))
+        c[3].add(run[0][2])
+    return [(ops, *c) for ops, c in found.items()]
+
+
+_MEMBER = st.tuples(st.sampled_from([0, 1]), st.sampled_from(["s7", "s8"]),
+                    st.integers(0, 30), st.integers(0, 30),
+                    st.sampled_from(["aten::mul", "aten::add_", "aten::mm", "aten::mean"]),
+                    st.sampled_from([None, 1, 2]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_MEMBER, max_size=40))
+def test_chains_are_the_runs_the_definition_gives(drawn: list[tuple[Any, ...]]) -> None:
+    """Vectorised ``chains`` against the definition applied one member at a time (nulls,
+    ties, overlaps, lanes and steps that change between members included)."""
+    rows = [(i, rank, lane, start, start + dur, dur, op, step)
+            for i, (rank, lane, start, dur, op, step) in enumerate(drawn)]
+    members = pl.DataFrame(rows, orient="row", schema={
+        S.ROW: pl.Int64, S.RANK: pl.Int64, "lane": pl.String, "start": pl.Int64,
+        "end": pl.Int64, "dur": pl.Int64, "op": pl.String, "step": pl.Int64})
+    got = [(c.ops, c.durs, c.idle, c.windows, c.lanes, c.rows)
+           for c in fusion_rule.chains(members)]
+    assert got == _chains_by_hand(rows)
+
+
 # -- host scalar ----------------------------------------------------------------------------
 
 def test_the_eps_copy_is_found_at_the_op_that_makes_it() -> None:
