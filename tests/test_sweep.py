@@ -8,6 +8,7 @@ buckets, flows bind to spans of earlier buckets and links join rows far apart.
 from __future__ import annotations
 
 import glob
+import json
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,27 @@ def test_a_real_trace_is_split_into_many_buckets(swept: list[int],
     """The real CUDA trace: nesting, flows, External id and correlation links, steps."""
     _equal(FIXTURES / "capture" / "cuda" / "naive" / "trace.json.gz", monkeypatch, 7)
     assert swept[0] >= 10
+
+
+def test_many_flow_events_are_swept_in_files(tmp_path: Path, swept: list[int],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows within the in-memory limit but flow events past it: the flow events are
+    held a bucket at a time too, with the table the sweep in memory gives."""
+    spans = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1,
+              "ts": 10 * i, "dur": 5} for i in range(4)]
+    flows = [{"ph": ph, "cat": "ac2g", "name": "f", "id": i, "pid": 1, "tid": 1,
+              "ts": 10 * (i % 4) + 1, **({"bp": "e"} if ph == "f" else {})}
+             for i in range(12) for ph in ("s", "f")]
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps({"traceEvents": spans + flows}))
+    want, _ = _load(path)
+    assert swept == []  # in memory
+    with monkeypatch.context() as m:
+        m.setenv(spill.MEMORY_ROWS, "10")  # 4 rows, 24 flow events
+        got, _ = _load(path)
+    assert swept and swept[0] >= 1  # in files
+    assert got.equals(want)
+    assert got.column(S.FLOW_IDS).null_count < got.num_rows  # flows were bound
 
 
 def test_nothing_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -77,9 +77,10 @@ def bucket_rows() -> int:
 def derive(narrow: SpilledFrames, ev: Events, diag: Diagnostics, workdir: Path | None,
            flows: SpilledFrames) -> Ranges:
     """The derived columns of every row of ``narrow``, the flow events being ``flows``:
-    one bucket in memory when its rows fit :func:`memory_rows`, else buckets in files
-    under ``workdir``."""
-    if narrow.rows <= memory_rows():
+    one bucket in memory when its rows and its flow events each fit :func:`memory_rows`,
+    else buckets in files under ``workdir`` (a few rows with many flow events would hold
+    every flow event at once)."""
+    if max(narrow.rows, flows.rows) <= memory_rows():
         return _Sweep(narrow, ev, diag, None, max(narrow.rows, 1), flows).run()
     folder = Path(tempfile.mkdtemp(prefix=".neurontrace-sweep-", dir=workdir))
     try:
