@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import decimal
 import gzip
 import json
 import os
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,30 @@ def corpus_dir() -> Path | None:
     path = Path(value)
     return path if path.is_dir() else None
 
+
+
+#: A JSON number (ASCII digits, at least one before the exponent); ``.5`` and ``7.`` too.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def reference_ns(text: str) -> tuple[int | None, bool]:
+    """Decimal microsecond text (quotes and space around it allowed) to nanoseconds by the
+    standard library's decimal arithmetic, rounded half to even: (value, exact). None
+    where the text is no number or the value is not inside int64's range (its minimum
+    excluded, as :mod:`neurontrace.readers.units` says); exact is then True. The
+    independent side of the time conversion's tests."""
+    t = text.strip().strip('"').strip()
+    if _NUMBER.fullmatch(t) is None:
+        return None, True
+    with decimal.localcontext() as ctx:
+        ctx.prec, ctx.Emax, ctx.Emin = len(t) + 40, decimal.MAX_EMAX, decimal.MIN_EMIN
+        ns = Decimal(t).scaleb(3)
+        if ns and ns.adjusted() > 30:  # far past int64: no huge integer made
+            return None, True
+        whole = ns.to_integral_value(rounding=decimal.ROUND_HALF_EVEN)
+    if not -(1 << 63) < int(whole) < 1 << 63:
+        return None, True
+    return int(whole), whole == ns
 
 GOLDEN_COLUMNS = (
     "row", "layer", "category", "name", "kind", "start_ns", "dur_ns", "self_ns", "parent",

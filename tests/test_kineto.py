@@ -15,9 +15,9 @@ import neurontrace
 from neurontrace.diagnostics import Diagnostics
 from neurontrace.errors import BadInput
 from neurontrace.readers import detect
-from neurontrace.readers.units import microseconds_to_ns, us_text_to_ns
+from neurontrace.readers.units import microseconds_to_ns
 
-from support import KINETO
+from support import KINETO, reference_ns
 
 
 def events(name: str) -> pl.DataFrame:
@@ -251,7 +251,7 @@ def test_times_with_up_to_three_decimals_convert_exactly(values: list[tuple[int,
             digits = f"{digits[:-places]}.{digits[-places:]}"
         texts.append(f"{sign}{digits}".encode())
     out, rounded = microseconds_to_ns(texts)
-    assert out.to_pylist() == [us_text_to_ns(t.decode()) for t in texts]
+    assert out.to_pylist() == [reference_ns(t.decode())[0] for t in texts]
     assert rounded == []
 
 
@@ -266,4 +266,4 @@ def test_a_time_of_another_shape_beside_a_plain_one_converts_as_the_reference_do
     """Whichever path takes it (Arrow's decimal parse reads ``+1`` and ``1e3`` exactly;
     the others send the chunk the exact slow way), the value is the reference's."""
     out, _ = microseconds_to_ns([b"5.000", text.encode()])
-    assert out.to_pylist() == [5000, us_text_to_ns(text)]
+    assert out.to_pylist() == [5000, reference_ns(text)[0]]

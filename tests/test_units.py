@@ -6,7 +6,9 @@ import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neurontrace.readers.units import decimal_text_to_ns, microseconds_to_ns, us_text_to_ns
+from neurontrace.readers.units import decimal_text_to_ns, microseconds_to_ns
+
+from support import reference_ns
 
 NS = st.integers(min_value=-(10**18), max_value=9 * 10**18)
 
@@ -57,9 +59,57 @@ def test_nanosecond_text_with_scale_one() -> None:
     assert out.to_pylist() == [123, -4]
 
 
+def us_text_to_ns(text: str) -> int | None:
+    return reference_ns(text)[0]
+
+
 @given(NS)
 def test_reference_agrees(ns: int) -> None:
     assert us_text_to_ns(as_us_text(ns)) == ns
+
+
+#: Decimal texts of any shape: sign, integer and fraction digits, exponent, quotes.
+SHAPES = st.builds(
+    lambda sign, whole, point, frac, exp, quoted: (
+        ('"' if quoted else "") + sign + whole + point + frac + exp + ('"' if quoted else "")),
+    st.sampled_from(["", "-", "+"]),
+    st.text("0123456789", max_size=22),
+    st.sampled_from([".", ""]),
+    st.text("0123456789", max_size=12),
+    st.one_of(st.just(""), st.builds(lambda e, n: f"{e}{n}", st.sampled_from(["e", "E-", "e+"]),
+                                     st.integers(0, 40).map(str))),
+    st.booleans(),
+)
+
+
+@st.composite
+def edges(draw: st.DrawFn) -> str:
+    """A time at the edges: nanoseconds near int64's ends or anywhere, then digits under
+    1 ns that tie (``5``) or nearly do, written with its point moved by an exponent."""
+    ns = draw(st.one_of(st.integers(-(10**19), 10**19),
+                        st.sampled_from([0, 2**63 - 2, 2**63 - 1, 2**63, -(2**63) + 1, -(2**63)])))
+    tail = draw(st.one_of(st.sampled_from(["", "5", "50", "49", "51", "0005", "9"]),
+                          st.text("0123456789", max_size=6)))
+    digits, shift = str(abs(ns)) + tail, draw(st.integers(-4, 4))
+    places = len(tail) + 3 + shift  # digits after the point once the exponent is written
+    if places <= 0:
+        body = digits + "0" * -places
+    else:
+        body = digits.rjust(places + 1, "0")
+        body = f"{body[:-places]}.{body[-places:]}"
+    return ("-" if ns < 0 else "") + body + (f"e{shift}" if shift else "")
+
+
+@given(st.lists(st.one_of(SHAPES, edges()), min_size=1, max_size=8))
+def test_times_are_the_standard_librarys_decimal_arithmetic(texts: list[str]) -> None:
+    """Both paths (a chunk Arrow parses whole, and the exact one value at a time) against
+    ``decimal``: the same nanoseconds, the same values marked rounded."""
+    want = [reference_ns(t) for t in texts]
+    out, _ = microseconds_to_ns([t.encode() for t in texts])
+    assert out.to_pylist() == [v for v, _ in want]
+    slow, rounded = decimal_text_to_ns(texts)
+    assert slow.to_pylist() == [v for v, _ in want]
+    assert rounded == [i for i, (v, exact) in enumerate(want) if v is not None and not exact]
 
 
 def test_text_with_two_dots_is_not_a_number() -> None:

@@ -126,8 +126,3 @@ def _slow(text: str, scale: int) -> tuple[int | None, bool]:
     if abs(v) > I64_MAX:
         return None, True
     return v, not rest
-
-
-def us_text_to_ns(text: str) -> int | None:
-    """One value; the reference the vectorised path is tested against."""
-    return _slow(text, 1000)[0]
