@@ -235,7 +235,8 @@ def test_wrong_types_per_field_take_the_lenient_path(tmp_path: Path) -> None:
 
 # Times as the profiler writes them: CUDA traces of older Kineto write epoch microseconds
 # with one decimal (``1661203465989924.0``) and integer durations; the fast path must
-# give what the exact one-value-at-a-time reference gives, for any 0 to 3 decimals.
+# give what the standard library's decimal arithmetic gives (support.reference_ns), for
+# any 0 to 3 decimals.
 _PLACES = st.integers(min_value=0, max_value=3)
 
 
