@@ -26,7 +26,6 @@ def corpus_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
-
 #: A JSON number (ASCII digits, at least one before the exponent); ``.5`` and ``7.`` too.
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
@@ -49,6 +48,7 @@ def reference_ns(text: str) -> tuple[int | None, bool]:
     if not -(1 << 63) < int(whole) < 1 << 63:
         return None, True
     return int(whole), whole == ns
+
 
 GOLDEN_COLUMNS = (
     "row", "layer", "category", "name", "kind", "start_ns", "dur_ns", "self_ns", "parent",
