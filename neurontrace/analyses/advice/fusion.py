@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -133,16 +133,18 @@ def known(ops: Sequence[str]) -> Pattern | None:
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Chain:
-    """Occurrences of one op sequence: per position, every occurrence's duration."""
+    """Occurrences of one op sequence, in order: each one's durations (one per op) and
+    idle time; the (rank, step) windows and lanes they were found in; the first one's
+    rows."""
 
     ops: tuple[str, ...]
-    durs: list[list[int]] = field(default_factory=list)
-    idle: list[int] = field(default_factory=list)
-    windows: set[tuple[int, int | None]] = field(default_factory=set)
-    lanes: set[str] = field(default_factory=set)
-    rows: list[int] = field(default_factory=list)
+    durs: list[list[int]]
+    idle: list[int]
+    windows: set[tuple[int, int | None]]
+    lanes: set[str]
+    rows: list[int]
 
 
 def chains(members: pl.DataFrame) -> list[_Chain]:
@@ -178,8 +180,9 @@ def chains(members: pl.DataFrame) -> list[_Chain]:
         .agg("dur", "idle", S.RANK, "step", "lane", pl.first(S.ROW))
         .collect()
     )
-    return [_Chain(tuple(ops), durs, idle, set(zip(ranks, steps, strict=True)),
-                   {str(lane) for lane in lanes}, rows)
+    return [_Chain(ops=tuple(ops), durs=durs, idle=idle,
+                   windows=set(zip(ranks, steps, strict=True)),
+                   lanes={str(lane) for lane in lanes}, rows=rows)
             for ops, durs, idle, ranks, steps, lanes, rows in runs.iter_rows()]
 
 
